@@ -1,0 +1,40 @@
+# walrelay: `make demo` runs the relay end to end on embedded defaults; `make test` runs
+# every test. Both install what a fresh Debian machine lacks (Go modules, and the
+# PostgreSQL server binaries the throwaway clusters need).
+
+GO ?= go
+PKGS := ./...
+
+.PHONY: all setup build demo test test-race bench fuzz lint
+
+all: build
+
+# setup installs PostgreSQL's server binaries when no initdb is found, and the Go modules.
+setup:
+	@if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "installing PostgreSQL server binaries (Debian package postgresql)..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	fi
+	@$(GO) mod download
+
+build: setup
+	$(GO) build -o bin/walrelay ./cmd/walrelay
+
+demo: build
+	./bin/walrelay demo
+
+test: setup
+	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+test-race: setup
+	$(GO) test -count=1 -race -timeout 30m $(PKGS)
+
+bench: setup
+	$(GO) test -run XXX -bench . -benchmem ./decoder/...
+
+fuzz: setup
+	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decoder
+
+lint:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
+	$(GO) vet $(PKGS)

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/walrelay/walrelay/relay"
+)
+
+// setting is one configuration value, known by the same name everywhere: --NAME on
+// the command line, WALRELAY_NAME in the environment (upper case, - as _), NAME in
+// the YAML file. Precedence: flags, then environment, then file, then defaults.
+type setting struct {
+	name  string
+	usage string
+	def   string
+	set   func(string) error
+}
+
+// settings holds what the subcommands configure and how each value is parsed.
+type settings struct {
+	relay     relay.Config
+	logLevel  string
+	logFormat string
+	all       []setting
+}
+
+func newSettings() *settings {
+	s := &settings{relay: relay.DefaultConfig(), logLevel: "info", logFormat: "json"}
+	c := &s.relay
+	s.all = []setting{
+		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
+		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port",
+			set: func(v string) error { c.KafkaBrokers = splitList(v); return nil }},
+		str("table", "outbox table, optionally schema-qualified", &c.Table),
+		str("slot", "logical replication slot name", &c.Slot),
+		str("publication", "publication name (created for the table when missing)", &c.Publication),
+		str("topic-template", "Kafka topic; {aggregate_type} and {event_type} are replaced", &c.TopicTemplate),
+		dur("status-interval", "how soon acked events are confirmed to PostgreSQL", &c.StatusInterval),
+		dur("keepalive-interval", "longest gap between status updates (lowered to wal_sender_timeout/3)", &c.KeepaliveInterval),
+		dur("shutdown-timeout", "how long a stop waits for in-flight acks", &c.ShutdownTimeout),
+		num("max-inflight-events", "events handed to the broker and not yet acked, at most", &c.MaxInFlightEvents),
+		{name: "max-inflight-bytes", usage: "bytes handed to the broker and not yet acked, at most", def: strconv.FormatInt(c.MaxInFlightBytes, 10),
+			set: func(v string) error { return parseInto(v, &c.MaxInFlightBytes) }},
+		str("log-level", "debug, info, warn or error", &s.logLevel),
+		str("log-format", "json or text", &s.logFormat),
+	}
+	return s
+}
+
+func str(name, usage string, p *string) setting {
+	return setting{name: name, usage: usage, def: *p, set: func(v string) error { *p = v; return nil }}
+}
+
+func dur(name, usage string, p *time.Duration) setting {
+	return setting{name: name, usage: usage, def: p.String(), set: func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("want a duration like 100ms or 10s, got %q", v)
+		}
+		*p = d
+		return nil
+	}}
+}
+
+func num(name, usage string, p *int) setting {
+	return setting{name: name, usage: usage, def: strconv.Itoa(*p), set: func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("want a whole number, got %q", v)
+		}
+		*p = n
+		return nil
+	}}
+}
+
+func parseInto(v string, p *int64) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("want a whole number, got %q", v)
+	}
+	*p = n
+	return nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// register adds the named settings (all when none are named) and --config as flags.
+// Flag values are only strings here; they are applied in load, after file and env.
+func (s *settings) register(fs *pflag.FlagSet, names ...string) {
+	fs.String("config", "", "YAML file with settings (keys are the flag names); env WALRELAY_CONFIG")
+	for _, st := range s.all {
+		if len(names) == 0 || contains(names, st.name) {
+			fs.String(st.name, st.def, st.usage+"; env "+envName(st.name))
+		}
+	}
+}
+
+// load applies the file, then the environment, then the flags the user set.
+func (s *settings) load(fs *pflag.FlagSet) error {
+	path, _ := fs.GetString("config")
+	if path == "" {
+		path = os.Getenv("WALRELAY_CONFIG")
+	}
+	if path != "" {
+		if err := s.loadFile(path, fs); err != nil {
+			return err
+		}
+	}
+	for _, st := range s.all {
+		if fs.Lookup(st.name) == nil {
+			continue
+		}
+		if v, ok := os.LookupEnv(envName(st.name)); ok {
+			if err := st.set(v); err != nil {
+				return fmt.Errorf("%s: %w", envName(st.name), err)
+			}
+		}
+	}
+	for _, st := range s.all {
+		if f := fs.Lookup(st.name); f != nil && f.Changed {
+			if err := st.set(f.Value.String()); err != nil {
+				return fmt.Errorf("--%s: %w", st.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	for key, raw := range values {
+		var st *setting
+		for i := range s.all {
+			if s.all[i].name == key && fs.Lookup(key) != nil {
+				st = &s.all[i]
+			}
+		}
+		if st == nil {
+			return fmt.Errorf("config file %s: unknown setting %q (keys are the flag names, e.g. database-url)", path, key)
+		}
+		if err := st.set(yamlString(raw)); err != nil {
+			return fmt.Errorf("config file %s: %s: %w", path, key, err)
+		}
+	}
+	return nil
+}
+
+// yamlString turns a YAML scalar or list into the text a flag would carry.
+func yamlString(v any) string {
+	if list, ok := v.([]any); ok {
+		parts := make([]string, len(list))
+		for i, item := range list {
+			parts[i] = fmt.Sprint(item)
+		}
+		return strings.Join(parts, ",")
+	}
+	return fmt.Sprint(v)
+}
+
+func envName(name string) string {
+	return "WALRELAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// logger builds the process logger from --log-level and --log-format.
+func (s *settings) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", s.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch s.logFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format: want json or text, got %q", s.logFormat)
+	}
+}

@@ -1,0 +1,46 @@
+// Package decoder turns pgoutput messages into outbox events. It is pure: it
+// does no I/O and knows nothing about connections, LSN acknowledgement or
+// brokers.
+//
+// # What it owns
+//
+// The payload of one XLogData message (a pgoutput protocol version 1
+// message, text-format tuples) goes in; a [Message] comes out: Begin and
+// Commit with their LSNs and commit time, an [outbox.Event] for each insert
+// into the configured outbox table, and KindSkip for everything else the
+// relay does not need (other tables, Update, Delete, Truncate, Type, Origin,
+// logical decoding messages). The decoder keeps the relation cache that
+// pgoutput's Relation messages describe: which relation OID is the outbox
+// table and where its columns id, aggregate_type, aggregate_id, event_type,
+// payload and created_at sit (any order, extra columns ignored). A later
+// Relation message for the same OID replaces the cached layout. The cache
+// belongs to one replication session: use a new [Decoder] for each
+// START_REPLICATION, and one goroutine at a time.
+//
+// # What it guarantees
+//
+//   - Decode never panics, whatever the bytes.
+//   - Every error is one of three types, told apart with errors.As:
+//     [*DecodeError] for bytes that are not a well-formed v1 message (the
+//     stream is wrong: stop), [*SchemaError] when the outbox table lacks a
+//     required column (the operator must migrate: stop), [*RowError] for a
+//     well-formed row that cannot become an event (a required column NULL or
+//     created_at not a finite timestamp); the decoder stays usable after a
+//     RowError.
+//   - Event fields never alias the input, so the caller may reuse its read
+//     buffer at once. All strings and the payload of one event share a single
+//     new allocation; keeping any one of them (say, ID in a dedup set) keeps
+//     the whole event's bytes alive, so clone with strings.Clone for long-lived
+//     use. Treat them as read-only.
+//   - CreatedAt and CommitTime are in UTC.
+//
+// # What it does not handle
+//
+// Streaming of in-progress transactions (protocol version 2: Stream Start,
+// Stop, Commit, Abort) and two-phase messages are rejected with a
+// DecodeError: walrelay starts replication with proto_version '1'. Values
+// sent in binary format ('b', only with the binary option, which walrelay
+// does not set) are taken verbatim as bytes like text values; a binary
+// created_at will fail to parse and yield a RowError. Updates and deletes of
+// outbox rows are skipped, not interpreted.
+package decoder

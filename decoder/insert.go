@@ -1,0 +1,172 @@
+package decoder
+
+import (
+	"encoding/binary"
+	"strconv"
+	"unsafe"
+
+	"github.com/walrelay/walrelay/outbox"
+)
+
+// span locates one column value inside the message.
+type span struct {
+	kind byte // 'n', 'u', 't' or 'b'
+	off  int
+	n    int
+}
+
+// decodeInsert: Byte1('I') Int32 relation OID, Byte1('N'), TupleData.
+func (d *Decoder) decodeInsert(data []byte, m *Message) error {
+	r := reader{data: data, off: 1}
+	oid, err := r.uint32("relation OID")
+	if err != nil {
+		return err
+	}
+	rel, described := d.rels[oid]
+	if !described {
+		return r.errorf(1, "insert into relation OID %d that no Relation message described (pgoutput sends one first)", oid)
+	}
+	if rel == nil {
+		return nil // another table
+	}
+	if rel.err != nil {
+		return rel.err
+	}
+	tagOff := r.off
+	tag, err := r.uint8("tuple tag")
+	if err != nil {
+		return err
+	}
+	if tag != 'N' {
+		return r.errorf(tagOff, "tuple tag is %s, want 'N' (new tuple)", msgTypeName(tag))
+	}
+	spans, err := readTuple(&r, rel)
+	if err != nil {
+		return err
+	}
+	if err := r.end(); err != nil {
+		return err
+	}
+	if err := d.fill(data, &spans, &m.Event); err != nil {
+		return err
+	}
+	m.Kind = KindInsert
+	return nil
+}
+
+// readTuple walks TupleData: Int16 column count, then per column Byte1 kind
+// ('n' NULL, 'u' unchanged TOAST, 't' text or 'b' binary, the last two
+// followed by Int32 length and the bytes). It records where the outbox
+// columns are without copying anything.
+func readTuple(r *reader, rel *relation) (spans [numFields]span, err error) {
+	countOff := r.off
+	n, err := r.int16("tuple column count")
+	if err != nil {
+		return spans, err
+	}
+	if int(n) != rel.ncols {
+		return spans, r.errorf(countOff, "tuple has %d columns but the Relation message for it has %d", n, rel.ncols)
+	}
+	data := r.data
+	off := r.off
+	for i := range rel.ncols {
+		if off >= len(data) {
+			return spans, r.errorf(off, "tuple column %d kind (1 byte) runs past end of message (%d bytes)", i+1, len(data))
+		}
+		s := span{kind: data[off]}
+		off++
+		switch s.kind {
+		case 'n', 'u':
+		case 't', 'b':
+			if len(data)-off < 4 {
+				return spans, r.errorf(off, "tuple column %d length (4 bytes) runs past end of message (%d bytes)", i+1, len(data))
+			}
+			l := int32(binary.BigEndian.Uint32(data[off:]))
+			if l < 0 {
+				return spans, r.errorf(off, "tuple column %d has negative length %d", i+1, l)
+			}
+			if int(l) > len(data)-off-4 {
+				return spans, r.errorf(off, "tuple column %d length %d runs past end of message (%d bytes)", i+1, l, len(data))
+			}
+			s.off, s.n = off+4, int(l)
+			off += 4 + int(l)
+		default:
+			return spans, r.errorf(off-1, "tuple column %d has unknown kind %s, want 'n', 'u', 't' or 'b'", i+1, msgTypeName(s.kind))
+		}
+		if f := rel.field[i]; f >= 0 {
+			spans[f] = s
+		}
+	}
+	r.off = off
+	return spans, nil
+}
+
+// fill checks the outbox columns and copies them into ev. All string bytes
+// go into one new buffer, so an insert costs one allocation and ev shares
+// nothing with data.
+func (d *Decoder) fill(data []byte, spans *[numFields]span, ev *outbox.Event) error {
+	for f := range numFields {
+		switch spans[f].kind {
+		case 'n':
+			return d.rowError(data, spans, f, "is NULL")
+		case 'u':
+			return d.rowError(data, spans, f, "is an unchanged TOAST value, which an insert never carries")
+		}
+	}
+	ts := spans[fieldCreatedAt]
+	createdAt, ok := parseTimestamptz(data[ts.off : ts.off+ts.n])
+	if !ok {
+		return d.rowError(data, spans, fieldCreatedAt, "value "+quoteValue(data[ts.off:ts.off+ts.n])+
+			" is not a finite timestamptz in ISO format (like 2006-01-02 15:04:05.999999+00)")
+	}
+
+	total := 0
+	for f := range fieldCreatedAt {
+		total += spans[f].n
+	}
+	buf := make([]byte, total)
+	off := 0
+	take := func(f int) (int, int) {
+		s := spans[f]
+		start := off
+		off += copy(buf[off:], data[s.off:s.off+s.n])
+		return start, off
+	}
+	str := func(f int) string {
+		start, end := take(f)
+		if start == end {
+			return ""
+		}
+		return unsafe.String(&buf[start], end-start)
+	}
+	*ev = outbox.Event{
+		ID:            str(fieldID),
+		AggregateType: str(fieldAggregateType),
+		AggregateID:   str(fieldAggregateID),
+		EventType:     str(fieldEventType),
+		CreatedAt:     createdAt,
+	}
+	start, end := take(fieldPayload)
+	ev.Payload = buf[start:end:end]
+	return nil
+}
+
+// rowError reports field f of the row, naming the row by its id when that
+// column could be read.
+func (d *Decoder) rowError(data []byte, spans *[numFields]span, f int, reason string) *RowError {
+	e := &RowError{Table: d.qualified, Column: columnNames[f], Reason: reason}
+	if id := spans[fieldID]; id.kind == 't' || id.kind == 'b' {
+		e.ID = string(data[id.off : id.off+id.n])
+	}
+	return e
+}
+
+// quoteValue quotes a column value for an error message, cut to a length a
+// log line can carry.
+func quoteValue(b []byte) string {
+	const max = 64
+	if len(b) > max {
+		return strconv.Quote(string(b[:max])) + "..."
+	}
+	return strconv.Quote(string(b))
+}

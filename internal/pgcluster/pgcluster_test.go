@@ -1,0 +1,300 @@
+package pgcluster_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/pgcluster"
+)
+
+// requireBinaries skips when PostgreSQL is not installed, but fails under CI,
+// where a skip would hide that the integration tests never ran.
+func requireBinaries(t *testing.T) {
+	t.Helper()
+	if _, err := pgcluster.BinDir(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but: %v", err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+}
+
+func startCluster(t *testing.T, opts pgcluster.Options) *pgcluster.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	opts.Logf = t.Logf
+	began := time.Now()
+	c, err := pgcluster.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Logf("Start took %s", time.Since(began).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log tail:\n%s", c.LogTail(30))
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("close cluster: %v", err)
+		}
+	})
+	return c
+}
+
+func connect(t *testing.T, ctx context.Context, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func queryString(t *testing.T, ctx context.Context, conn *pgx.Conn, sql string) string {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(ctx, sql).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return s
+}
+
+func TestClusterLifecycle(t *testing.T) {
+	requireBinaries(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c := startCluster(t, pgcluster.Options{})
+
+	if c.Port() <= 0 {
+		t.Fatalf("Port() = %d", c.Port())
+	}
+	if fi, err := os.Stat(c.Dir()); err != nil || !fi.IsDir() {
+		t.Fatalf("Dir() %q is not a directory: %v", c.Dir(), err)
+	}
+
+	admin := connect(t, ctx, c.URL("postgres"))
+	if got := queryString(t, ctx, admin, "SHOW wal_level"); got != "logical" {
+		t.Fatalf("wal_level = %q, want logical", got)
+	}
+	if got := queryString(t, ctx, admin, "SHOW fsync"); got != "off" {
+		t.Fatalf("fsync = %q, want off", got)
+	}
+
+	const db = "walrelay_test"
+	for i := range 2 { // the second call must be a no-op
+		if err := c.CreateDatabase(ctx, db); err != nil {
+			t.Fatalf("CreateDatabase #%d: %v", i+1, err)
+		}
+	}
+
+	conn, err := pgx.Connect(ctx, c.URL(db))
+	if err != nil {
+		t.Fatalf("connect to %s: %v", db, err)
+	}
+	if got := queryString(t, ctx, conn, "SELECT current_database()"); got != db {
+		t.Fatalf("current_database() = %q, want %q", got, db)
+	}
+	var lsn string
+	if err := conn.QueryRow(ctx, "SELECT lsn::text FROM pg_create_logical_replication_slot('t', 'pgoutput')").Scan(&lsn); err != nil {
+		t.Fatalf("create logical replication slot: %v", err)
+	}
+	if lsn == "" {
+		t.Fatal("pg_create_logical_replication_slot returned an empty lsn")
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot('t')"); err != nil {
+		t.Fatalf("drop replication slot: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE survivor (id int PRIMARY KEY, note text); INSERT INTO survivor VALUES (1, 'before stop'), (2, 'also')"); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	conn.Close(ctx)
+
+	if err := c.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if conn, err := pgx.Connect(ctx, c.URL(db)); err == nil {
+		conn.Close(ctx)
+		t.Fatal("connected to a stopped cluster")
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir(), "data", "PG_VERSION")); err != nil {
+		t.Fatalf("Stop removed the data directory: %v", err)
+	}
+
+	if err := c.StartAgain(ctx); err != nil {
+		t.Fatalf("StartAgain: %v", err)
+	}
+	if err := c.StartAgain(ctx); err == nil {
+		t.Fatal("StartAgain on a running cluster succeeded, want an error")
+	}
+	conn = connect(t, ctx, c.URL(db))
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM survivor").Scan(&n); err != nil {
+		t.Fatalf("table created before Stop: %v", err)
+	}
+	if n != 2 {
+		t.Fatalf("survivor has %d rows after restart, want 2", n)
+	}
+	if !strings.Contains(c.LogTail(50), "database system is ready to accept connections") {
+		t.Fatalf("LogTail(50) lacks the ready line:\n%s", c.LogTail(50))
+	}
+	conn.Close(ctx)
+
+	dir := c.Dir()
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Close left %s behind (stat: %v)", dir, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := c.StartAgain(ctx); err == nil {
+		t.Fatal("StartAgain after Close succeeded, want an error")
+	}
+}
+
+func TestSettingsAndFixedPort(t *testing.T) {
+	requireBinaries(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	first := startCluster(t, pgcluster.Options{})
+	port := first.Port()
+	if err := first.Close(); err != nil {
+		t.Fatalf("close first cluster: %v", err)
+	}
+
+	c := startCluster(t, pgcluster.Options{
+		Port:     port,
+		Settings: map[string]string{"max_replication_slots": "7", "application_name": `it's a \ test`},
+	})
+	if c.Port() != port {
+		t.Fatalf("Port() = %d, want %d", c.Port(), port)
+	}
+	if want := "postgres://postgres@127.0.0.1:" + strconv.Itoa(port) + "/x?sslmode=disable"; c.URL("x") != want {
+		t.Fatalf("URL(x) = %q, want %q", c.URL("x"), want)
+	}
+	conn := connect(t, ctx, c.URL("postgres"))
+	if got := queryString(t, ctx, conn, "SHOW max_replication_slots"); got != "7" {
+		t.Fatalf("max_replication_slots = %q, want 7", got)
+	}
+	if got := queryString(t, ctx, conn, "SHOW wal_level"); got != "logical" {
+		t.Fatalf("wal_level = %q, want logical", got)
+	}
+	if got, want := queryString(t, ctx, conn, "SELECT reset_val FROM pg_settings WHERE name = 'application_name'"), `it's a \ test`; got != want {
+		t.Fatalf("application_name = %q, want %q (quoting in postgresql.conf)", got, want)
+	}
+
+	// The port is taken now, so a second cluster on it must fail cleanly.
+	tmp := tempDirForServer(t)
+	_, err := pgcluster.Start(ctx, pgcluster.Options{Port: port})
+	if err == nil {
+		t.Fatal("Start on a taken port succeeded, want an error")
+	}
+	t.Logf("expected error: %v", err)
+	assertEmpty(t, tmp)
+}
+
+func TestStartFailureCleansUp(t *testing.T) {
+	requireBinaries(t)
+	tmp := tempDirForServer(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	_, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"shared_buffers": "lots"}})
+	if err == nil {
+		t.Fatal("Start with shared_buffers=lots succeeded, want an error")
+	}
+	if !strings.Contains(err.Error(), "shared_buffers") {
+		t.Fatalf("error lacks the server log lines naming the bad setting: %v", err)
+	}
+	t.Logf("expected error: %v", err)
+	assertEmpty(t, tmp)
+}
+
+func TestStartCanceled(t *testing.T) {
+	requireBinaries(t)
+	tmp := tempDirForServer(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := pgcluster.Start(ctx, pgcluster.Options{}); err == nil {
+		t.Skip("Start finished within 50ms; nothing to cancel")
+	} else if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Start error = %v, want context.DeadlineExceeded", err)
+	}
+	assertEmpty(t, tmp)
+}
+
+func TestBinDirEnv(t *testing.T) {
+	t.Setenv(pgcluster.BinDirEnv, t.TempDir())
+	_, err := pgcluster.BinDir()
+	if !errors.Is(err, pgcluster.ErrNoBinaries) {
+		t.Fatalf("BinDir with an empty %s: err = %v, want ErrNoBinaries", pgcluster.BinDirEnv, err)
+	}
+	if !strings.Contains(err.Error(), "apt-get install -y postgresql") {
+		t.Fatalf("error does not say how to install: %v", err)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts pgcluster.Options
+		ok   bool
+	}{
+		{"zero", pgcluster.Options{}, true},
+		{"port", pgcluster.Options{Port: 54321}, true},
+		{"settings", pgcluster.Options{Settings: map[string]string{"work_mem": "64MB", "auto_explain.log_min_duration": "0"}}, true},
+		{"negative port", pgcluster.Options{Port: -1}, false},
+		{"huge port", pgcluster.Options{Port: 70000}, false},
+		{"port setting", pgcluster.Options{Settings: map[string]string{"port": "5432"}}, false},
+		{"bad name", pgcluster.Options{Settings: map[string]string{"work mem": "1"}}, false},
+		{"newline value", pgcluster.Options{Settings: map[string]string{"work_mem": "1\nfsync=on"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.opts.Validate(); (err == nil) != tc.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// tempDirForServer points TMPDIR at a fresh directory the server user can
+// traverse, so a test can check what Start leaves behind.
+func tempDirForServer(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pgcluster-test-") // t.TempDir's parent is 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", dir)
+	return dir
+}
+
+func assertEmpty(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("failed Start left %d entries in %s, e.g. %s", len(entries), dir, entries[0].Name())
+	}
+}

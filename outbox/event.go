@@ -1,0 +1,22 @@
+package outbox
+
+import "time"
+
+// Event is one row of the outbox table as the relay publishes it.
+//
+// ID is the row's UUID in its canonical text form; consumers use it to
+// deduplicate. Payload holds the JSON document exactly as PostgreSQL renders
+// it (jsonb normalises whitespace and key order).
+type Event struct {
+	ID            string
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	Payload       []byte
+	CreatedAt     time.Time
+}
+
+// Size is the number of bytes the event holds, used to bound in-flight memory.
+func (e *Event) Size() int {
+	return len(e.ID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Payload)
+}

@@ -1,0 +1,115 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// catchUp publishes the pending rows visible in the new slot's snapshot through the
+// same window as the stream, and waits for every ack. Rows go in created_at order
+// (the inserting transaction's start) and, within one transaction, in physical
+// order, which is insertion order for appended rows; only transactions that ran
+// concurrently can be ordered differently from their commits.
+func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, created replication.SlotCreation) (int, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return 0, errorf("begin snapshot transaction", err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(created.SnapshotName, "'", "''")+"'"); err != nil {
+		return 0, errorf("import slot snapshot", err)
+	}
+	query, err := r.catchUpQuery(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := tx.Query(ctx, query)
+	if err != nil {
+		return 0, errorf("read pending rows", err)
+	}
+	defer rows.Close()
+
+	wm := replication.NewWatermark(r.window, 0)
+	wm.Begin()
+	n := 0
+	lastReport := time.Now()
+	for rows.Next() {
+		ev := new(outbox.Event)
+		if err := rows.Scan(&ev.ID, &ev.AggregateType, &ev.AggregateID, &ev.EventType, &ev.Payload, &ev.CreatedAt); err != nil {
+			return n, errorf("read pending row", err)
+		}
+		if err := r.waitForRoom(ctx, wm); err != nil {
+			return n, err
+		}
+		publish(snk, wm, ev)
+		n++
+		if time.Since(lastReport) > 5*time.Second {
+			r.log.Info("catch-up pass in progress", "slot", r.cfg.Slot, "events", n)
+			lastReport = time.Now()
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return n, errorf("read pending rows", err)
+	}
+	wm.Commit(created.ConsistentPoint)
+	if err := snk.Flush(ctx); err != nil {
+		return n, errorf("wait for acks", err)
+	}
+	if err := wm.Err(); err != nil {
+		return n, err
+	}
+	if !wm.Idle() {
+		return n, fmt.Errorf("%d events still unacknowledged after flush", n)
+	}
+	return n, nil
+}
+
+func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) error {
+	for {
+		if err := wm.Err(); err != nil {
+			return err
+		}
+		room := r.window.Room()
+		if room == nil {
+			return nil
+		}
+		select {
+		case <-room:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			r.window.Wake()
+			return ctx.Err()
+		}
+		r.window.Wake()
+	}
+}
+
+// catchUpQuery selects pending rows: not yet processed nor dead-lettered, where the
+// table has those bookkeeping columns.
+func (r *Relay) catchUpQuery(ctx context.Context, tx pgx.Tx) (string, error) {
+	schema, name := replication.SplitTable(r.cfg.Table)
+	ident := pgx.Identifier{schema, name}.Sanitize()
+	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at')`, ident)
+	if err != nil {
+		return "", errorf("read bookkeeping columns", err)
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", errorf("read bookkeeping columns", err)
+	}
+	where := "true"
+	for _, c := range cols {
+		where += " AND " + c + " IS NULL"
+	}
+	return "SELECT id::text, aggregate_type::text, aggregate_id::text, event_type::text, payload::text, created_at FROM " +
+		ident + " WHERE " + where + " ORDER BY created_at, ctid", nil
+}

@@ -1,0 +1,139 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/sink/kafka"
+)
+
+// Config configures a Relay. Start from DefaultConfig and set DatabaseURL and
+// KafkaBrokers (or Sink).
+type Config struct {
+	// DatabaseURL is a PostgreSQL URL or keyword/value string. The role needs the
+	// REPLICATION attribute, and the database wal_level = logical.
+	DatabaseURL string
+	// KafkaBrokers are host:port seeds. Unused when Sink is set.
+	KafkaBrokers []string
+	// KafkaOpts are passed to franz-go after walrelay's own (TLS, SASL, tuning).
+	KafkaOpts []kgo.Opt
+	// Sink replaces the Kafka sink, for applications embedding the relay with a
+	// broker of their own. The relay does not close it.
+	Sink sink.Sink
+
+	// Table is the outbox table, optionally schema-qualified.
+	Table string
+	// Slot is the logical replication slot's name; one relay streams it at a time.
+	Slot string
+	// Publication is created for Table (inserts only) when missing.
+	Publication string
+	// TopicTemplate names the Kafka topic; {aggregate_type} and {event_type} are
+	// replaced by the event's fields.
+	TopicTemplate string
+
+	// StatusInterval is how soon an LSN made safe by acks is confirmed to PostgreSQL.
+	StatusInterval time.Duration
+	// KeepaliveInterval is the longest gap between standby status updates. It is
+	// lowered to a third of the server's wal_sender_timeout when that is shorter.
+	KeepaliveInterval time.Duration
+	// ShutdownTimeout bounds the wait for in-flight acks when the context ends.
+	ShutdownTimeout time.Duration
+	// MaxInFlightEvents and MaxInFlightBytes bound the events handed to the broker and
+	// not yet acknowledged; reading from PostgreSQL pauses while they are reached.
+	MaxInFlightEvents int
+	MaxInFlightBytes  int64
+	// ReconnectMin and ReconnectMax bound the backoff between reconnection attempts.
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+
+	// Logger receives the relay's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults the walrelay binary uses.
+func DefaultConfig() Config {
+	return Config{
+		Table:             outbox.DefaultTable,
+		Slot:              "walrelay",
+		Publication:       "walrelay",
+		TopicTemplate:     kafka.DefaultTopicTemplate,
+		StatusInterval:    100 * time.Millisecond,
+		KeepaliveInterval: 10 * time.Second,
+		ShutdownTimeout:   10 * time.Second,
+		MaxInFlightEvents: 10000,
+		MaxInFlightBytes:  64 << 20,
+		ReconnectMin:      500 * time.Millisecond,
+		ReconnectMax:      30 * time.Second,
+	}
+}
+
+var (
+	slotName  = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+	tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_$]*\.)?[A-Za-z_][A-Za-z0-9_$]*$`)
+)
+
+// Validate checks the configuration without opening any connection.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.DatabaseURL == "" {
+		add("database url is required (--database-url or WALRELAY_DATABASE_URL)")
+	} else if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
+		add("database url: %w", err)
+	}
+	if c.Sink == nil {
+		if len(c.KafkaBrokers) == 0 {
+			add("kafka brokers are required (--kafka-brokers or WALRELAY_KAFKA_BROKERS, comma-separated host:port)")
+		}
+		for _, b := range c.KafkaBrokers {
+			if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+				add("kafka broker %q is not host:port", b)
+			}
+		}
+	}
+	if !tableName.MatchString(c.Table) {
+		add("table %q is not a table name (name or schema.name)", c.Table)
+	}
+	if !slotName.MatchString(c.Slot) {
+		add("slot %q: use 1 to 63 lowercase letters, digits and underscores", c.Slot)
+	}
+	if !tableName.MatchString(c.Publication) || len(c.Publication) > 63 {
+		add("publication %q is not a valid name", c.Publication)
+	}
+	if _, err := kafka.ParseTemplate(c.TopicTemplate); err != nil {
+		add("%w", err)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"status interval", c.StatusInterval}, {"keepalive interval", c.KeepaliveInterval},
+		{"shutdown timeout", c.ShutdownTimeout}, {"reconnect min", c.ReconnectMin}, {"reconnect max", c.ReconnectMax},
+	} {
+		if d.v <= 0 {
+			add("%s must be positive, got %s", d.name, d.v)
+		}
+	}
+	if c.KeepaliveInterval < c.StatusInterval {
+		add("keepalive interval (%s) must not be shorter than status interval (%s)", c.KeepaliveInterval, c.StatusInterval)
+	}
+	if c.ReconnectMax < c.ReconnectMin {
+		add("reconnect max (%s) must not be shorter than reconnect min (%s)", c.ReconnectMax, c.ReconnectMin)
+	}
+	if c.MaxInFlightEvents <= 0 {
+		add("max in-flight events must be positive, got %d", c.MaxInFlightEvents)
+	}
+	if c.MaxInFlightBytes <= 0 {
+		add("max in-flight bytes must be positive, got %d", c.MaxInFlightBytes)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,112 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/relay"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// logBuffer collects the relay's logs; they are printed when a test fails.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// running is a relay under test.
+type running struct {
+	t      *testing.T
+	cancel context.CancelFunc
+	done   chan error
+	logs   *logBuffer
+}
+
+// start runs a relay for dbURL and the broker until the test stops it.
+func start(t *testing.T, dbURL string, broker *kfake.Cluster, slot string, tweak ...func(*relay.Config)) *running {
+	t.Helper()
+	logs := &logBuffer{}
+	cfg := relay.DefaultConfig()
+	cfg.DatabaseURL = dbURL
+	cfg.KafkaBrokers = broker.ListenAddrs()
+	cfg.Slot = slot
+	cfg.ReconnectMin = 100 * time.Millisecond
+	cfg.ReconnectMax = time.Second
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatalf("relay.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rn := &running{t: t, cancel: cancel, done: make(chan error, 1), logs: logs}
+	go func() { rn.done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		rn.stop()
+		if t.Failed() {
+			t.Logf("relay logs:\n%s", logs.String())
+		}
+	})
+	return rn
+}
+
+// stop cancels the relay and waits for Run; it fails the test when Run errs.
+func (rn *running) stop() {
+	rn.t.Helper()
+	rn.cancel()
+	select {
+	case err, ok := <-rn.done:
+		if ok && err != nil {
+			rn.t.Errorf("relay.Run returned %v", err)
+		}
+		if ok {
+			close(rn.done)
+		}
+	case <-time.After(30 * time.Second):
+		rn.t.Errorf("relay did not stop within 30s")
+	}
+}
+
+// waitLog waits until the relay logged a line containing substr.
+func (rn *running) waitLog(timeout time.Duration, substr string) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if strings.Contains(rn.logs.String(), substr) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+	return false
+}
+
+func aggregates(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + "-" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+	}
+	return out
+}

@@ -1,0 +1,161 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/sink/kafka"
+)
+
+// Relay publishes every committed outbox row to the broker. Build it with New and
+// run it with Run; it is not reusable after Run returns.
+type Relay struct {
+	cfg    Config
+	log    *slog.Logger
+	window *replication.Window
+}
+
+// New validates cfg and returns a relay. It opens no connection.
+func New(cfg Config) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Relay{
+		cfg:    cfg,
+		log:    logger,
+		window: replication.NewWindow(int64(cfg.MaxInFlightEvents), cfg.MaxInFlightBytes),
+	}, nil
+}
+
+// Run relays until ctx ends, reconnecting with capped backoff after failures that
+// retrying can fix (server restarts, terminated walsenders, network errors, a slot
+// held by another process). It returns nil after a graceful stop, and an error when
+// the setup is wrong (see replication.SetupError) or the broker client cannot be built.
+func (r *Relay) Run(ctx context.Context) error {
+	snk := r.cfg.Sink
+	if snk == nil {
+		k, err := kafka.New(kafka.Config{
+			Brokers:       r.cfg.KafkaBrokers,
+			TopicTemplate: r.cfg.TopicTemplate,
+			// Above the window: Publish must never block inside franz-go.
+			MaxBufferedEvents: 2*r.cfg.MaxInFlightEvents + 1000,
+			MaxBufferedBytes:  int(2*r.cfg.MaxInFlightBytes) + 16<<20,
+			Opts:              r.cfg.KafkaOpts,
+		})
+		if err != nil {
+			return err
+		}
+		defer k.Close()
+		snk = k
+	}
+	if err := r.waitForBroker(ctx, snk); err != nil {
+		return nil // ctx ended while waiting
+	}
+
+	delay := r.cfg.ReconnectMin
+	for {
+		started := time.Now()
+		err := r.session(ctx, snk)
+		if ctx.Err() != nil {
+			if err != nil {
+				r.log.Warn("stopped while the session was failing", "err", err)
+			}
+			return nil
+		}
+		if err == nil {
+			err = errors.New("replication session ended unexpectedly")
+		}
+		if permanent(err) {
+			return err
+		}
+		if time.Since(started) > time.Minute {
+			delay = r.cfg.ReconnectMin
+		}
+		wait := jitter(delay)
+		if slotBusy(err) {
+			r.log.Warn("replication slot is in use by another process (another walrelay instance?); "+
+				"waiting for it to be released", "slot", r.cfg.Slot, "err", err, "retry_in", wait.Round(time.Millisecond).String())
+		} else {
+			r.log.Error("replication session failed; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond).String())
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
+		delay = min(2*delay, r.cfg.ReconnectMax)
+	}
+}
+
+// waitForBroker pings the broker until it answers, so a wrong address is reported
+// at once and clearly rather than as a window that never drains.
+func (r *Relay) waitForBroker(ctx context.Context, snk sink.Sink) error {
+	delay := r.cfg.ReconnectMin
+	for {
+		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := snk.Ping(pingCtx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := jitter(delay)
+		r.log.Error("broker unreachable; check --kafka-brokers and that Kafka is up; retrying",
+			"err", err, "retry_in", wait.Round(time.Millisecond).String())
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		delay = min(2*delay, r.cfg.ReconnectMax)
+	}
+}
+
+// permanent reports errors that reconnecting cannot fix.
+func permanent(err error) bool {
+	var setupErr *replication.SetupError
+	var schemaErr *decoder.SchemaError
+	if errors.As(err, &setupErr) || errors.As(err, &schemaErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28P01", "28000", // authentication failed
+			"3D000", // database does not exist
+			"42501", // insufficient privilege
+			"42P01": // table does not exist
+			return true
+		}
+	}
+	return false
+}
+
+// slotBusy reports that the slot is streamed by another connection (SQLSTATE 55006).
+func slotBusy(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55006"
+}
+
+// jitter spreads d by up to ±20% so that several relays do not retry in step.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// errorf is fmt.Errorf, named for the step that failed.
+func errorf(step string, err error) error { return fmt.Errorf("%s: %w", step, err) }

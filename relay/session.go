@@ -1,0 +1,140 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// session runs one replication session: preflight checks, the slot (created with a
+// catch-up pass when new), then the stream until ctx ends or something fails.
+func (r *Relay) session(ctx context.Context, snk sink.Sink) error {
+	conn, err := pgx.Connect(ctx, r.cfg.DatabaseURL)
+	if err != nil {
+		return errorf("connect to postgresql", err)
+	}
+	defer conn.Close(context.Background())
+
+	st, err := replication.Preflight(ctx, conn, r.cfg.Table, r.cfg.Publication, r.cfg.Slot)
+	if err != nil {
+		return err
+	}
+	rc, err := replication.Connect(ctx, r.cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+
+	start := st.Confirmed
+	switch {
+	case !st.Exists:
+		if start, err = r.createSlot(ctx, conn, rc, snk); err != nil {
+			return err
+		}
+	case st.CatchupState == replication.CatchupPending:
+		r.log.Warn("the slot's catch-up pass did not finish last time; creating the slot again", "slot", r.cfg.Slot)
+		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
+			return err
+		}
+		if start, err = r.createSlot(ctx, conn, rc, snk); err != nil {
+			return err
+		}
+	}
+	conn.Close(ctx)
+
+	keepalive := r.cfg.KeepaliveInterval
+	if senderTimeout, err := rc.SenderTimeout(ctx); err != nil {
+		return err
+	} else if senderTimeout > 0 && senderTimeout/3 < keepalive {
+		keepalive = max(senderTimeout/3, r.cfg.StatusInterval)
+	}
+
+	schema, table := replication.SplitTable(r.cfg.Table)
+	wm := replication.NewWatermark(r.window, start)
+	p := &pipeline{dec: decoder.New(schema, table), wm: wm, sink: snk}
+	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "table", r.cfg.Table,
+		"from_lsn", start.String())
+	return rc.Stream(ctx, replication.StreamConfig{
+		Slot:              r.cfg.Slot,
+		Publication:       r.cfg.Publication,
+		StatusInterval:    r.cfg.StatusInterval,
+		KeepaliveInterval: keepalive,
+		ShutdownTimeout:   r.cfg.ShutdownTimeout,
+		Logger:            r.log,
+	}, wm, p)
+}
+
+// createSlot creates the slot and publishes, through its exported snapshot, every
+// pending row committed before it: those rows will never appear in the stream, and
+// rows committed later will, so there is neither a gap nor an overlap. The slot is
+// recorded as pending first and as done last, so a crash in between makes the next
+// session create it again and repeat the pass (duplicates, never a loss).
+func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink) (pglogrepl.LSN, error) {
+	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name) VALUES ($1)
+		ON CONFLICT (slot_name) DO UPDATE SET created_at = now(), catchup_done_at = NULL`, r.cfg.Slot); err != nil {
+		return 0, errorf("record slot "+r.cfg.Slot, err)
+	}
+	created, err := rc.CreateSlot(ctx, r.cfg.Slot)
+	if err != nil {
+		return 0, err
+	}
+	r.log.Info("created replication slot; publishing rows committed before it", "slot", r.cfg.Slot,
+		"consistent_point", created.ConsistentPoint.String())
+
+	started := time.Now()
+	n, err := r.catchUp(ctx, conn, snk, created)
+	if err != nil {
+		return 0, errorf("catch-up pass", err)
+	}
+	if _, err := conn.Exec(ctx, "UPDATE walrelay_slots SET catchup_done_at = now() WHERE slot_name = $1", r.cfg.Slot); err != nil {
+		return 0, errorf("record catch-up done", err)
+	}
+	r.log.Info("catch-up pass done", "slot", r.cfg.Slot, "events", n, "took", time.Since(started).Round(time.Millisecond).String())
+	return created.ConsistentPoint, nil
+}
+
+// pipeline feeds decoded outbox inserts to the sink and their outcomes to the watermark.
+type pipeline struct {
+	dec  *decoder.Decoder
+	msg  decoder.Message
+	wm   *replication.Watermark
+	sink sink.Sink
+}
+
+func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
+	if err := p.dec.Decode(data, &p.msg); err != nil {
+		return err
+	}
+	switch p.msg.Kind {
+	case decoder.KindBegin:
+		p.wm.Begin()
+	case decoder.KindInsert:
+		ev := p.msg.Event
+		publish(p.sink, p.wm, &ev)
+	case decoder.KindCommit:
+		p.wm.Commit(p.msg.EndLSN)
+	}
+	return nil
+}
+
+func (p *pipeline) Drain(ctx context.Context) error { return p.sink.Flush(ctx) }
+
+// publish hands ev to the sink as one event of the watermark's open transaction.
+func publish(snk sink.Sink, wm *replication.Watermark, ev *outbox.Event) {
+	size := ev.Size()
+	txn := wm.Track(size)
+	snk.Publish(ev, func(err error) {
+		if err != nil {
+			err = fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w", ev.ID, ev.EventType, ev.AggregateID, err)
+		}
+		txn.Done(size, err)
+	})
+}

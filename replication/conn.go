@@ -1,0 +1,73 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Conn is a replication connection (replication=database) to PostgreSQL. It is used
+// by one goroutine at a time.
+type Conn struct {
+	pg *pgconn.PgConn
+}
+
+// Connect opens a replication connection. Timestamps in the stream are rendered in
+// ISO style and UTC, the form the decoder parses.
+func Connect(ctx context.Context, databaseURL string) (*Conn, error) {
+	cfg, err := pgconn.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.RuntimeParams["DateStyle"] = "ISO"
+	cfg.RuntimeParams["TimeZone"] = "UTC"
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "walrelay"
+	}
+	pg, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open replication connection: %w", err)
+	}
+	return &Conn{pg: pg}, nil
+}
+
+// Close closes the connection, waiting at most a few seconds for a clean goodbye.
+func (c *Conn) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = c.pg.Close(ctx)
+}
+
+// SlotCreation is what CREATE_REPLICATION_SLOT returns.
+type SlotCreation struct {
+	ConsistentPoint pglogrepl.LSN
+	// SnapshotName can be imported with SET TRANSACTION SNAPSHOT until the next
+	// command on this connection: it sees exactly the rows committed before the slot.
+	SnapshotName string
+}
+
+// CreateSlot creates a permanent pgoutput slot and exports its snapshot.
+func (c *Conn) CreateSlot(ctx context.Context, slot string) (SlotCreation, error) {
+	res, err := pglogrepl.CreateReplicationSlot(ctx, c.pg, slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+	if err != nil {
+		return SlotCreation{}, fmt.Errorf("create replication slot %s: %w", slot, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return SlotCreation{}, fmt.Errorf("create replication slot %s: consistent point: %w", slot, err)
+	}
+	return SlotCreation{ConsistentPoint: lsn, SnapshotName: res.SnapshotName}, nil
+}
+
+// DropSlot drops the slot, waiting for it if another connection still holds it.
+func (c *Conn) DropSlot(ctx context.Context, slot string) error {
+	if err := pglogrepl.DropReplicationSlot(ctx, c.pg, slot, pglogrepl.DropReplicationSlotOptions{Wait: true}); err != nil {
+		return fmt.Errorf("drop replication slot %s: %w", slot, err)
+	}
+	return nil
+}

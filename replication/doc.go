@@ -1,0 +1,17 @@
+// Package replication owns the logical replication connection: preflight checks, the
+// publication, the pgoutput slot and its exported snapshot, START_REPLICATION,
+// keepalives and standby status updates, and the watermark that decides which LSN
+// may be confirmed.
+//
+// Guarantees:
+//   - The flush LSN sent to PostgreSQL never passes the end of a transaction that has
+//     an event not yet settled (see Watermark); with nothing in flight the server's
+//     reported position is confirmed, so an idle outbox does not pin WAL.
+//   - One goroutine uses the connection: it reads, and it sends status updates at
+//     least every KeepaliveInterval even while the in-flight Window is full and reading
+//     is paused, so a slow broker does not get the connection killed by
+//     wal_sender_timeout.
+//   - Protocol version 1 is requested, so only committed transactions arrive.
+//
+// It does not decode messages (package decoder) or talk to brokers (package sink).
+package replication

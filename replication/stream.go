@@ -1,0 +1,235 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Handler consumes the stream. HandleWAL gets each pgoutput message in stream order;
+// data is valid only during the call. Drain waits until the events handed to the
+// broker have settled, or ctx ends.
+type Handler interface {
+	HandleWAL(ctx context.Context, data []byte) error
+	Drain(ctx context.Context) error
+}
+
+// StreamConfig tunes a replication stream.
+type StreamConfig struct {
+	Slot        string
+	Publication string
+	// StatusInterval is how often the confirmable LSN is recomputed and, when it
+	// moved, sent to the server.
+	StatusInterval time.Duration
+	// KeepaliveInterval is the longest time between two status updates, moved or
+	// not; keep it well under the server's wal_sender_timeout.
+	KeepaliveInterval time.Duration
+	// ShutdownTimeout bounds the wait for in-flight events when ctx ends.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+}
+
+// Stream starts replication from the slot's confirmed position and feeds h until ctx
+// ends or the session fails. It is the only user of the connection meanwhile: it reads
+// messages, pauses reading while the window is full, and sends standby status
+// updates with the watermark's confirmable LSN throughout. When ctx ends it stops
+// reading, drains h for at most ShutdownTimeout, sends the final confirmable LSN and
+// returns nil.
+func (c *Conn) Stream(ctx context.Context, cfg StreamConfig, wm *Watermark, h Handler) error {
+	err := pglogrepl.StartReplication(ctx, c.pg, cfg.Slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", cfg.Publication)},
+	})
+	if err != nil {
+		return fmt.Errorf("start replication on slot %s: %w", cfg.Slot, err)
+	}
+	s := &stream{conn: c, cfg: cfg, wm: wm, h: h, netConn: c.pg.Conn()}
+	return s.run(ctx)
+}
+
+type stream struct {
+	conn    *Conn
+	netConn net.Conn
+	cfg     StreamConfig
+	wm      *Watermark
+	h       Handler
+
+	received   pglogrepl.LSN // highest WAL position seen, reported as "written"
+	sent       pglogrepl.LSN // last confirmed LSN sent
+	lastSentAt time.Time
+
+	fullSince  time.Time // when reading last paused on a full window
+	lastWarnAt time.Time
+}
+
+// fullWarnAfter is how long the window may stay full before operators are told.
+const fullWarnAfter = 10 * time.Second
+
+func (s *stream) run(ctx context.Context) error {
+	// Reads use a socket deadline rather than a context per message: cheaper on the hot
+	// path, and the deadline doubles as the status-update timer. Cancellation pulls the
+	// deadline in so a blocked read returns at once.
+	stopWatch := context.AfterFunc(ctx, func() { _ = s.netConn.SetReadDeadline(time.Now()) })
+	defer stopWatch()
+	defer s.netConn.SetReadDeadline(time.Time{})
+
+	nextStatus := time.Now().Add(s.cfg.StatusInterval)
+	for {
+		if err := s.wm.Err(); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return s.shutdown()
+		}
+		if now := time.Now(); !now.Before(nextStatus) {
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+			nextStatus = now.Add(s.cfg.StatusInterval)
+		}
+		if room := s.wm.window.Room(); room != nil {
+			s.warnIfStuck()
+			s.waitRoom(ctx, room, nextStatus)
+			continue
+		}
+		s.fullSince = time.Time{}
+		_ = s.netConn.SetReadDeadline(nextStatus)
+		msg, err := s.conn.pg.ReceiveMessage(context.Background())
+		if err != nil {
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("receive replication message: %w", err)
+		}
+		if err := s.handle(ctx, msg); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *stream) warnIfStuck() {
+	now := time.Now()
+	if s.fullSince.IsZero() {
+		s.fullSince = now
+		return
+	}
+	if now.Sub(s.fullSince) < fullWarnAfter || now.Sub(s.lastWarnAt) < 3*fullWarnAfter {
+		return
+	}
+	s.lastWarnAt = now
+	events, bytes := s.wm.window.InFlight()
+	s.cfg.Logger.Warn("in-flight window full: waiting for broker acks; the slot keeps WAL meanwhile. "+
+		"Check that the brokers are up and reachable",
+		"since", s.fullSince.UTC().Format(time.RFC3339), "events_in_flight", events, "bytes_in_flight", bytes,
+		"confirmed_lsn", s.sent.String())
+}
+
+func (s *stream) waitRoom(ctx context.Context, room <-chan struct{}, until time.Time) {
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	defer s.wm.window.Wake()
+	select {
+	case <-room:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
+func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error {
+	switch msg := msg.(type) {
+	case *pgproto3.CopyData:
+		if len(msg.Data) == 0 {
+			return errors.New("empty replication message")
+		}
+		switch msg.Data[0] {
+		case pglogrepl.XLogDataByteID:
+			xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+			if err != nil {
+				return fmt.Errorf("parse xlog data: %w", err)
+			}
+			if end := xld.WALStart + pglogrepl.LSN(len(xld.WALData)); end > s.received {
+				s.received = end
+			}
+			return s.h.HandleWAL(ctx, xld.WALData)
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+			if err != nil {
+				return fmt.Errorf("parse keepalive: %w", err)
+			}
+			s.wm.ServerPosition(ka.ServerWALEnd)
+			if ka.ServerWALEnd > s.received {
+				s.received = ka.ServerWALEnd
+			}
+			if ka.ReplyRequested {
+				return s.sendStatus(true)
+			}
+		}
+		return nil
+	case *pgproto3.ErrorResponse:
+		return fmt.Errorf("replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+	case *pgproto3.CopyDone:
+		return errors.New("replication stream: server ended the stream")
+	default:
+		return nil
+	}
+}
+
+// sendStatus sends a standby status update when the confirmable LSN moved, when the
+// keepalive interval passed, or when forced (the server asked for a reply).
+func (s *stream) sendStatus(force bool) error {
+	lsn := s.wm.Confirmable()
+	if !force && lsn == s.sent && time.Since(s.lastSentAt) < s.cfg.KeepaliveInterval {
+		return nil
+	}
+	written := max(s.received, lsn)
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn.pg, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: written,
+		WALFlushPosition: lsn,
+		WALApplyPosition: lsn,
+	})
+	if err != nil {
+		return fmt.Errorf("send standby status (confirm %s): %w", lsn, err)
+	}
+	if lsn != s.sent && s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		s.cfg.Logger.Debug("confirmed lsn", "lsn", lsn.String())
+	}
+	s.sent = lsn
+	s.lastSentAt = time.Now()
+	return nil
+}
+
+// shutdown drains in-flight events while still answering the server, then sends the
+// final confirmable LSN (DESIGN invariant 6).
+func (s *stream) shutdown() error {
+	_ = s.netConn.SetReadDeadline(time.Time{})
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.h.Drain(ctx) }()
+	ticker := time.NewTicker(s.cfg.StatusInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				s.cfg.Logger.Warn("stopping with events still in flight; they will be streamed again on the next start",
+					"err", err)
+			}
+			if err := s.sendStatus(true); err != nil {
+				return err
+			}
+			s.cfg.Logger.Info("replication stopped", "slot", s.cfg.Slot, "confirmed_lsn", s.sent.String())
+			return nil
+		case <-ticker.C:
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+		}
+	}
+}

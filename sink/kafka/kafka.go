@@ -1,0 +1,152 @@
+// Package kafka is the Kafka sink, built on franz-go: an idempotent producer with
+// acks=all, so a record is acknowledged only when every in-sync replica has it, and
+// retries keep per-partition order.
+//
+// Records: the topic comes from a template, the key is the aggregate id (so one
+// aggregate maps to one partition), the value is the payload, and the headers are
+// id, event_type, aggregate_type, aggregate_id and created_at (RFC 3339).
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/outbox"
+)
+
+// DefaultTopicTemplate is Debezium's outbox router default, so consumers can move over.
+const DefaultTopicTemplate = "outbox.event.{aggregate_type}"
+
+// Config of the Kafka sink.
+type Config struct {
+	Brokers []string
+	// TopicTemplate may use {aggregate_type} and {event_type}.
+	TopicTemplate string
+	// MaxBufferedEvents and MaxBufferedBytes bound the client's buffer; keep them above
+	// the relay's in-flight window so Publish never blocks.
+	MaxBufferedEvents int
+	MaxBufferedBytes  int
+	// Opts are passed to franz-go after walrelay's own, so they win.
+	Opts []kgo.Opt
+}
+
+// Sink publishes to Kafka.
+type Sink struct {
+	client *kgo.Client
+	topic  Template
+}
+
+// New creates the client; it connects lazily.
+func New(cfg Config) (*Sink, error) {
+	tmpl, err := ParseTemplate(cfg.TopicTemplate)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("kafka: no brokers configured")
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.AllowAutoTopicCreation(),
+		kgo.ClientID("walrelay"),
+	}
+	if cfg.MaxBufferedEvents > 0 {
+		opts = append(opts, kgo.MaxBufferedRecords(cfg.MaxBufferedEvents))
+	}
+	if cfg.MaxBufferedBytes > 0 {
+		opts = append(opts, kgo.MaxBufferedBytes(cfg.MaxBufferedBytes))
+	}
+	opts = append(opts, cfg.Opts...)
+	client, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return &Sink{client: client, topic: tmpl}, nil
+}
+
+// Publish produces one record; see sink.Sink.
+func (s *Sink) Publish(e *outbox.Event, done func(error)) {
+	rec := &kgo.Record{
+		Topic: s.topic.Render(e),
+		Key:   []byte(e.AggregateID),
+		Value: e.Payload,
+		Headers: []kgo.RecordHeader{
+			{Key: "id", Value: []byte(e.ID)},
+			{Key: "event_type", Value: []byte(e.EventType)},
+			{Key: "aggregate_type", Value: []byte(e.AggregateType)},
+			{Key: "aggregate_id", Value: []byte(e.AggregateID)},
+			{Key: "created_at", Value: e.CreatedAt.UTC().AppendFormat(nil, time.RFC3339Nano)},
+		},
+	}
+	// The background context: a record must not fail because the caller is stopping;
+	// the relay's window keeps the buffer from filling, so this does not block.
+	s.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) { done(err) })
+}
+
+// Flush waits for every produced record's outcome.
+func (s *Sink) Flush(ctx context.Context) error { return s.client.Flush(ctx) }
+
+// Ping checks that a broker answers.
+func (s *Sink) Ping(ctx context.Context) error { return s.client.Ping(ctx) }
+
+// Close closes the client.
+func (s *Sink) Close() { s.client.Close() }
+
+// Template renders topic names from {aggregate_type} and {event_type}.
+type Template struct {
+	parts []string // literal text and placeholders, alternating, starting with text
+}
+
+// ParseTemplate checks a topic template; any other placeholder is an error.
+func ParseTemplate(s string) (Template, error) {
+	if s == "" {
+		return Template{}, errors.New("topic template is empty")
+	}
+	var t Template
+	rest := s
+	for {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			if strings.IndexByte(rest, '}') >= 0 {
+				return Template{}, fmt.Errorf("topic template %q: unmatched '}'", s)
+			}
+			t.parts = append(t.parts, rest)
+			return t, nil
+		}
+		closing := strings.IndexByte(rest[open:], '}')
+		if closing < 0 {
+			return Template{}, fmt.Errorf("topic template %q: unclosed '{'", s)
+		}
+		name := rest[open+1 : open+closing]
+		if name != "aggregate_type" && name != "event_type" {
+			return Template{}, fmt.Errorf("topic template %q: unknown placeholder {%s} (use {aggregate_type} or {event_type})", s, name)
+		}
+		t.parts = append(t.parts, rest[:open], name)
+		rest = rest[open+closing+1:]
+	}
+}
+
+// Render returns the topic for e.
+func (t Template) Render(e *outbox.Event) string {
+	if len(t.parts) == 1 {
+		return t.parts[0]
+	}
+	var b strings.Builder
+	for i, p := range t.parts {
+		switch {
+		case i%2 == 0:
+			b.WriteString(p)
+		case p == "aggregate_type":
+			b.WriteString(e.AggregateType)
+		default:
+			b.WriteString(e.EventType)
+		}
+	}
+	return b.String()
+}

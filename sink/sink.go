@@ -1,0 +1,28 @@
+// Package sink defines how the relay hands events to a broker, and holds the
+// brokers (sink/kafka).
+//
+// A sink acknowledges each event through a callback only when the broker made it
+// durable by the broker's own standard (Kafka: acks=all), and reports an error only
+// when its own retries are over. The relay never confirms an LSN on anything less.
+package sink
+
+import (
+	"context"
+
+	"github.com/walrelay/walrelay/outbox"
+)
+
+// Sink publishes events to a broker.
+type Sink interface {
+	// Publish hands e to the broker without waiting for it; done is called exactly
+	// once, from any goroutine, with nil when the broker acknowledged e or with the
+	// error that ended its delivery. done must not block. The sink may keep e until
+	// done is called.
+	Publish(e *outbox.Event, done func(error))
+	// Flush waits until done was called for every published event, or ctx ends.
+	Flush(ctx context.Context) error
+	// Ping checks that the broker answers.
+	Ping(ctx context.Context) error
+	// Close releases the client; events still in flight fail.
+	Close()
+}
