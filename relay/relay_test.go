@@ -14,6 +14,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/relay"
 )
 
 // A clean run delivers every committed event exactly once, with the documented
@@ -200,14 +201,16 @@ func TestCatchUpAndDowntime(t *testing.T) {
 
 // While the broker refuses every write, the slot's confirmed LSN stays behind the
 // first unacknowledged transaction, and the relay keeps its replication connection
-// alive well past wal_sender_timeout. When the broker recovers, everything drains.
+// alive well past wal_sender_timeout, even with its in-flight window full. When the broker recovers, everything drains.
 func TestConfirmWaitsForBroker(t *testing.T) {
 	t.Parallel()
 	const senderTimeout = 1500 * time.Millisecond
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
-	start(t, testenv.WithParams(dbURL, map[string]string{"wal_sender_timeout": "1500ms"}), broker, "confirm")
+	// A window smaller than the stuck events: reading pauses, status updates must not.
+	start(t, testenv.WithParams(dbURL, map[string]string{"wal_sender_timeout": "1500ms"}), broker, "confirm",
+		func(c *relay.Config) { c.MaxInFlightEvents = 30 })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	aggs := aggregates("cf", 10)
 

@@ -1,0 +1,114 @@
+package replication_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/replication"
+)
+
+func TestWatermarkConfirmsOnlySettledPrefix(t *testing.T) {
+	w := replication.NewWatermark(replication.NewWindow(100, 1<<20), 10)
+
+	w.Begin()
+	a1 := w.Track(1)
+	a2 := w.Track(1)
+	w.Commit(100)
+	w.Begin()
+	b1 := w.Track(1)
+	w.Commit(200)
+	w.Begin()
+	w.Commit(300) // no events: settled at once, but only after everything before it
+
+	steps := []struct {
+		name string
+		do   func()
+		want pglogrepl.LSN
+	}{
+		{"nothing acked", func() {}, 10},
+		{"later transaction acked first", func() { b1.Done(1, nil) }, 10},
+		{"first transaction half acked", func() { a1.Done(1, nil) }, 10},
+		{"first transaction fully acked", func() { a2.Done(1, nil) }, 300},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := w.Confirmable(); got != s.want {
+			t.Fatalf("%s: confirmable %s, want %s", s.name, got, pglogrepl.LSN(s.want))
+		}
+	}
+	if !w.Idle() {
+		t.Fatal("not idle with everything settled")
+	}
+}
+
+func TestWatermarkServerPosition(t *testing.T) {
+	w := replication.NewWatermark(replication.NewWindow(100, 1<<20), 10)
+	w.ServerPosition(50)
+	if got := w.Confirmable(); got != 50 {
+		t.Fatalf("idle: confirmable %s, want the server position 0/32", got)
+	}
+	w.Begin()
+	ev := w.Track(1)
+	w.ServerPosition(70) // inside an open transaction: not usable
+	w.Commit(90)
+	w.ServerPosition(95) // after the commit, but the transaction is unsettled
+	if got := w.Confirmable(); got != 50 {
+		t.Fatalf("unsettled: confirmable %s, want 0/32", got)
+	}
+	ev.Done(1, nil)
+	if got := w.Confirmable(); got != 95 {
+		t.Fatalf("settled: confirmable %s, want the later server position 0/5F", got)
+	}
+}
+
+func TestWatermarkFailureHoldsTransaction(t *testing.T) {
+	window := replication.NewWindow(100, 1<<20)
+	w := replication.NewWatermark(window, 0)
+	w.Begin()
+	ev := w.Track(7)
+	w.Commit(100)
+	boom := errors.New("boom")
+	ev.Done(7, boom)
+	if got := w.Confirmable(); got != 0 {
+		t.Fatalf("a failed event's transaction was confirmed (%s)", got)
+	}
+	if !errors.Is(w.Err(), boom) {
+		t.Fatalf("Err() = %v, want boom", w.Err())
+	}
+	if events, bytes := window.InFlight(); events != 0 || bytes != 0 {
+		t.Fatalf("failed event still holds the window: %d events, %d bytes", events, bytes)
+	}
+}
+
+func TestWindowBoundsCountAndBytes(t *testing.T) {
+	window := replication.NewWindow(2, 100)
+	w := replication.NewWatermark(window, 0)
+	w.Begin()
+	if window.Room() != nil {
+		t.Fatal("empty window reports full")
+	}
+	big := w.Track(500) // larger than the byte bound: passes alone
+	if window.Room() == nil {
+		t.Fatal("window over its byte bound reports room")
+	}
+	big.Done(500, nil)
+	window.Wake()
+	a := w.Track(1)
+	w.Track(1)
+	room := window.Room()
+	if room == nil {
+		t.Fatal("window at its count bound reports room")
+	}
+	a.Done(1, nil)
+	select {
+	case <-room:
+	default:
+		t.Fatal("settling an event did not signal room")
+	}
+	window.Wake()
+	if window.Room() != nil {
+		t.Fatal("window below its bounds reports full")
+	}
+}
