@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -18,7 +19,7 @@ import (
 // (the inserting transaction's start) and, within one transaction, in physical
 // order, which is insertion order for appended rows; only transactions that ran
 // concurrently can be ordered differently from their commits.
-func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, created replication.SlotCreation) (int, error) {
+func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *poller.Bookkeeper, created replication.SlotCreation) (int, error) {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return 0, errorf("begin snapshot transaction", err)
@@ -37,6 +38,7 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, crea
 	}
 	defer rows.Close()
 
+	pub := r.publisher(snk, bk)
 	wm := replication.NewWatermark(r.window, 0)
 	wm.Begin()
 	n := 0
@@ -49,7 +51,7 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, crea
 		if err := r.waitForRoom(ctx, wm); err != nil {
 			return n, err
 		}
-		publish(snk, wm, ev)
+		pub.publish(wm, ev)
 		n++
 		if time.Since(lastReport) > 5*time.Second {
 			r.log.Info("catch-up pass in progress", "slot", r.cfg.Slot, "events", n)
@@ -62,6 +64,9 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, crea
 	wm.Commit(created.ConsistentPoint)
 	if err := snk.Flush(ctx); err != nil {
 		return n, errorf("wait for acks", err)
+	}
+	if err := bk.Wait(ctx); err != nil {
+		return n, errorf("wait for bookkeeping", err)
 	}
 	if err := wm.Err(); err != nil {
 		return n, err
@@ -92,13 +97,13 @@ func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) erro
 	}
 }
 
-// catchUpQuery selects pending rows: not yet processed nor dead-lettered, where the
-// table has those bookkeeping columns.
+// catchUpQuery selects pending rows: not processed, dead-lettered or handed to the
+// poller, where the table has those bookkeeping columns.
 func (r *Relay) catchUpQuery(ctx context.Context, tx pgx.Tx) (string, error) {
 	schema, name := replication.SplitTable(r.cfg.Table)
 	ident := pgx.Identifier{schema, name}.Sanitize()
 	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at')`, ident)
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
 	if err != nil {
 		return "", errorf("read bookkeeping columns", err)
 	}
@@ -106,6 +111,7 @@ func (r *Relay) catchUpQuery(ctx context.Context, tx pgx.Tx) (string, error) {
 	if err != nil {
 		return "", errorf("read bookkeeping columns", err)
 	}
+	// Rows handed to the poller (retry_after set) are the poller's to publish.
 	where := "true"
 	for _, c := range cols {
 		where += " AND " + c + " IS NULL"

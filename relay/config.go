@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
@@ -55,9 +56,44 @@ type Config struct {
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
 
+	// Mode is ModeStream (logical replication, the default) or ModePoll (the
+	// FOR UPDATE SKIP LOCKED poller alone, for databases that cannot replicate).
+	Mode Mode
+	// OnPublish is what happens to a row once its event was acked: poller.Mark
+	// (processed_at, the default), poller.Delete, or poller.None (the application
+	// deletes rows itself; stream mode only).
+	OnPublish poller.OnPublish
+	// Retry is the policy for events that failed on their own: attempts, backoff,
+	// dead letters.
+	Retry poller.Policy
+	// EventTimeout is how long one event may keep failing with retriable errors
+	// before it is handed to the poller (when other events are acked meanwhile).
+	EventTimeout time.Duration
+	// MaxMessageBytes is the largest record batch the producer builds (franz-go's
+	// ProducerBatchMaxBytes); keep it at or below the brokers' message.max.bytes.
+	// 0: franz-go's default, about 1 MB.
+	MaxMessageBytes int
+	// PollBatchSize rows are locked and published per poll transaction.
+	PollBatchSize int
+	// PollInterval is the poller's fallback interval (NOTIFY wakes it sooner in poll mode).
+	PollInterval time.Duration
+	// Retention is how long processed rows are kept before the background cleanup
+	// deletes them (with OnPublish mark). 0 disables the cleanup.
+	Retention time.Duration
+
 	// Logger receives the relay's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// Mode selects how new rows are found.
+type Mode string
+
+const (
+	// ModeStream reads inserts from the WAL through a logical replication slot.
+	ModeStream Mode = "stream"
+	// ModePoll polls the table with FOR UPDATE SKIP LOCKED, woken by LISTEN/NOTIFY.
+	ModePoll Mode = "poll"
+)
 
 // DefaultConfig returns the defaults the walrelay binary uses.
 func DefaultConfig() Config {
@@ -73,6 +109,13 @@ func DefaultConfig() Config {
 		MaxInFlightBytes:  64 << 20,
 		ReconnectMin:      500 * time.Millisecond,
 		ReconnectMax:      30 * time.Second,
+		Mode:              ModeStream,
+		OnPublish:         poller.Mark,
+		Retry:             poller.DefaultPolicy(),
+		EventTimeout:      2 * time.Minute,
+		PollBatchSize:     100,
+		PollInterval:      time.Second,
+		Retention:         7 * 24 * time.Hour,
 	}
 }
 
@@ -134,6 +177,32 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInFlightBytes <= 0 {
 		add("max in-flight bytes must be positive, got %d", c.MaxInFlightBytes)
+	}
+	if c.Mode != ModeStream && c.Mode != ModePoll {
+		add("mode %q: want stream or poll", c.Mode)
+	}
+	if _, err := poller.ParseOnPublish(string(c.OnPublish)); err != nil {
+		add("%w", err)
+	} else if c.Mode == ModePoll && c.OnPublish == poller.None {
+		add("on-publish none needs mode stream: a poller must mark or delete what it published")
+	}
+	if err := c.Retry.Validate(); err != nil {
+		add("%w", err)
+	}
+	if c.EventTimeout != 0 && c.EventTimeout < time.Second {
+		add("event timeout must be 0 (never) or at least 1s, got %s", c.EventTimeout)
+	}
+	if c.MaxMessageBytes < 0 {
+		add("max message bytes must not be negative")
+	}
+	if c.PollBatchSize <= 0 {
+		add("poll batch size must be positive, got %d", c.PollBatchSize)
+	}
+	if c.PollInterval <= 0 {
+		add("poll interval must be positive, got %s", c.PollInterval)
+	}
+	if c.Retention < 0 {
+		add("retention must not be negative")
 	}
 	return errors.Join(errs...)
 }

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
@@ -51,8 +54,10 @@ func (r *Relay) Run(ctx context.Context) error {
 			Brokers:       r.cfg.KafkaBrokers,
 			TopicTemplate: r.cfg.TopicTemplate,
 			// Above the window: Publish must never block inside franz-go.
-			MaxBufferedEvents: 2*r.cfg.MaxInFlightEvents + 1000,
+			MaxBufferedEvents: 2*r.cfg.MaxInFlightEvents + r.cfg.PollBatchSize + 1000,
 			MaxBufferedBytes:  int(2*r.cfg.MaxInFlightBytes) + 16<<20,
+			MaxMessageBytes:   r.cfg.MaxMessageBytes,
+			EventTimeout:      r.cfg.EventTimeout,
 			Opts:              r.cfg.KafkaOpts,
 		})
 		if err != nil {
@@ -61,14 +66,60 @@ func (r *Relay) Run(ctx context.Context) error {
 		defer k.Close()
 		snk = k
 	}
+	pool, err := pgxpool.New(ctx, r.cfg.DatabaseURL)
+	if err != nil {
+		return errorf("database pool", err)
+	}
+	defer pool.Close()
 	if err := r.waitForBroker(ctx, snk); err != nil {
 		return nil // ctx ended while waiting
 	}
 
+	store := poller.NewStore(pool, r.cfg.Table, r.cfg.Retry)
+	pl := poller.New(pool, snk, poller.Config{
+		Table: r.cfg.Table, PollOnly: r.cfg.Mode == ModePoll, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
+		BatchSize: r.cfg.PollBatchSize, Interval: r.cfg.PollInterval, PublishTimeout: r.publishTimeout(),
+		Logger: r.log,
+	})
+
+	// The bookkeeper outlives the stream so that a stopping stream can still settle
+	// what was acked; it stops last.
+	bk := poller.NewBookkeeper(store, r.cfg.OnPublish, 50*time.Millisecond)
+	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
+	bkDone := make(chan struct{})
+	go func() { _ = bk.Run(bkCtx); close(bkDone) }()
+	defer func() { stopBookkeeper(); <-bkDone }()
+
+	g, gctx := errgroup.WithContext(ctx)
+	if r.cfg.Mode == ModePoll {
+		if err := r.checkPollSetup(ctx, pool); err != nil {
+			return err
+		}
+		r.log.Info("polling", "table", r.cfg.Table, "batch_size", r.cfg.PollBatchSize, "interval", r.cfg.PollInterval.String())
+	} else {
+		g.Go(func() error { return r.stream(gctx, snk, bk) })
+	}
+	g.Go(func() error { return pl.Run(gctx) })
+	if r.cfg.OnPublish == poller.Mark && r.cfg.Retention > 0 {
+		g.Go(func() error { return r.cleanup(gctx, store) })
+	}
+	return g.Wait()
+}
+
+// publishTimeout bounds how long the poller waits for a batch's acks.
+func (r *Relay) publishTimeout() time.Duration {
+	if r.cfg.EventTimeout > 0 {
+		return r.cfg.EventTimeout + 10*time.Second
+	}
+	return time.Minute
+}
+
+// stream runs replication sessions until ctx ends or the setup proves wrong.
+func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper) error {
 	delay := r.cfg.ReconnectMin
 	for {
 		started := time.Now()
-		err := r.session(ctx, snk)
+		err := r.session(ctx, snk, bk)
 		if ctx.Err() != nil {
 			if err != nil {
 				r.log.Warn("stopped while the session was failing", "err", err)
@@ -97,6 +148,28 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		delay = min(2*delay, r.cfg.ReconnectMax)
+	}
+}
+
+// cleanup deletes processed rows older than the retention, in small batches.
+func (r *Relay) cleanup(ctx context.Context, store *poller.Store) error {
+	ticker := time.NewTicker(time.Minute)
+	defer ticker.Stop()
+	for {
+		n, err := store.DeleteProcessed(ctx, r.cfg.Retention, 1000)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			r.log.Warn("cleanup of processed rows failed; will try again", "err", err)
+		case n > 0:
+			r.log.Info("deleted processed rows past retention", "rows", n, "retention", r.cfg.Retention.String())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
 	}
 }
 
@@ -159,3 +232,26 @@ func jitter(d time.Duration) time.Duration {
 
 // errorf is fmt.Errorf, named for the step that failed.
 func errorf(step string, err error) error { return fmt.Errorf("%s: %w", step, err) }
+
+// checkPollSetup checks the outbox table for poll-only mode, retrying while the
+// database is unreachable.
+func (r *Relay) checkPollSetup(ctx context.Context, pool *pgxpool.Pool) error {
+	delay := r.cfg.ReconnectMin
+	for {
+		conn, err := pool.Acquire(ctx)
+		if err == nil {
+			err = replication.CheckTable(ctx, conn.Conn(), r.cfg.Table)
+			conn.Release()
+		}
+		if err == nil || permanent(err) || ctx.Err() != nil {
+			return err
+		}
+		r.log.Error("cannot reach postgresql; retrying", "err", err, "retry_in", delay.String())
+		select {
+		case <-time.After(jitter(delay)):
+		case <-ctx.Done():
+			return nil
+		}
+		delay = min(2*delay, r.cfg.ReconnectMax)
+	}
+}

@@ -10,13 +10,14 @@ import (
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
 
 // session runs one replication session: preflight checks, the slot (created with a
 // catch-up pass when new), then the stream until ctx ends or something fails.
-func (r *Relay) session(ctx context.Context, snk sink.Sink) error {
+func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper) error {
 	conn, err := pgx.Connect(ctx, r.cfg.DatabaseURL)
 	if err != nil {
 		return errorf("connect to postgresql", err)
@@ -36,7 +37,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink) error {
 	start := st.Confirmed
 	switch {
 	case !st.Exists:
-		if start, err = r.createSlot(ctx, conn, rc, snk); err != nil {
+		if start, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
 			return err
 		}
 	case st.CatchupState == replication.CatchupPending:
@@ -44,7 +45,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink) error {
 		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
 			return err
 		}
-		if start, err = r.createSlot(ctx, conn, rc, snk); err != nil {
+		if start, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
 			return err
 		}
 	}
@@ -59,7 +60,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink) error {
 
 	schema, table := replication.SplitTable(r.cfg.Table)
 	wm := replication.NewWatermark(r.window, start)
-	p := &pipeline{dec: decoder.New(schema, table), wm: wm, sink: snk}
+	p := &pipeline{dec: decoder.New(schema, table), wm: wm, pub: r.publisher(snk, bk)}
 	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "table", r.cfg.Table,
 		"from_lsn", start.String())
 	return rc.Stream(ctx, replication.StreamConfig{
@@ -77,7 +78,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink) error {
 // rows committed later will, so there is neither a gap nor an overlap. The slot is
 // recorded as pending first and as done last, so a crash in between makes the next
 // session create it again and repeat the pass (duplicates, never a loss).
-func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink) (pglogrepl.LSN, error) {
+func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper) (pglogrepl.LSN, error) {
 	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name) VALUES ($1)
 		ON CONFLICT (slot_name) DO UPDATE SET created_at = now(), catchup_done_at = NULL`, r.cfg.Slot); err != nil {
 		return 0, errorf("record slot "+r.cfg.Slot, err)
@@ -90,7 +91,7 @@ func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.
 		"consistent_point", created.ConsistentPoint.String())
 
 	started := time.Now()
-	n, err := r.catchUp(ctx, conn, snk, created)
+	n, err := r.catchUp(ctx, conn, snk, bk, created)
 	if err != nil {
 		return 0, errorf("catch-up pass", err)
 	}
@@ -101,12 +102,13 @@ func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.
 	return created.ConsistentPoint, nil
 }
 
-// pipeline feeds decoded outbox inserts to the sink and their outcomes to the watermark.
+// pipeline feeds decoded outbox inserts to the publisher and transaction boundaries
+// to the watermark.
 type pipeline struct {
-	dec  *decoder.Decoder
-	msg  decoder.Message
-	wm   *replication.Watermark
-	sink sink.Sink
+	dec *decoder.Decoder
+	msg decoder.Message
+	wm  *replication.Watermark
+	pub publisher
 }
 
 func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
@@ -118,23 +120,52 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		p.wm.Begin()
 	case decoder.KindInsert:
 		ev := p.msg.Event
-		publish(p.sink, p.wm, &ev)
+		p.pub.publish(p.wm, &ev)
 	case decoder.KindCommit:
 		p.wm.Commit(p.msg.EndLSN)
 	}
 	return nil
 }
 
-func (p *pipeline) Drain(ctx context.Context) error { return p.sink.Flush(ctx) }
+// Drain waits for the broker's acks, then for their bookkeeping.
+func (p *pipeline) Drain(ctx context.Context) error {
+	if err := p.pub.sink.Flush(ctx); err != nil {
+		return err
+	}
+	return p.pub.bk.Wait(ctx)
+}
 
-// publish hands ev to the sink as one event of the watermark's open transaction.
-func publish(snk sink.Sink, wm *replication.Watermark, ev *outbox.Event) {
+// publisher hands events to the sink and settles each in the watermark once it is
+// safe: acked (and, unless on-publish is none, marked), or handed over to the poller
+// with its failed attempt recorded. A broker-wide failure settles nothing: it fails
+// the session, and the stream delivers the event again.
+type publisher struct {
+	sink     sink.Sink
+	bk       *poller.Bookkeeper
+	markAcks bool
+}
+
+func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) publisher {
+	return publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None}
+}
+
+func (p publisher) publish(wm *replication.Watermark, ev *outbox.Event) {
 	size := ev.Size()
 	txn := wm.Track(size)
-	snk.Publish(ev, func(err error) {
-		if err != nil {
-			err = fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w", ev.ID, ev.EventType, ev.AggregateID, err)
+	p.sink.Publish(ev, func(err error) {
+		switch {
+		case err == nil && !p.markAcks:
+			txn.Done(size, nil)
+		case err == nil || sink.IsEventError(err):
+			p.bk.Record(poller.Outcome{Event: ev, Err: err, Settle: func(bookErr error) {
+				if bookErr != nil {
+					bookErr = fmt.Errorf("bookkeeping for event %s: %w", ev.ID, bookErr)
+				}
+				txn.Done(size, bookErr)
+			}})
+		default:
+			txn.Done(size, fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w",
+				ev.ID, ev.EventType, ev.AggregateID, err))
 		}
-		txn.Done(size, err)
 	})
 }

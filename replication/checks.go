@@ -79,7 +79,7 @@ func Preflight(ctx context.Context, conn *pgx.Conn, table, publication, slot str
 			"ALTER ROLE %s WITH REPLICATION", role, pgx.Identifier{role}.Sanitize())
 	}
 
-	if err := checkTable(ctx, conn, table); err != nil {
+	if err := CheckTable(ctx, conn, table); err != nil {
 		return SlotState{}, err
 	}
 	if err := ensurePublication(ctx, conn, table, publication); err != nil {
@@ -88,7 +88,8 @@ func Preflight(ctx context.Context, conn *pgx.Conn, table, publication, slot str
 	return slotState(ctx, conn, slot)
 }
 
-func checkTable(ctx context.Context, conn *pgx.Conn, table string) error {
+// CheckTable checks that the outbox table exists with the columns the relay reads.
+func CheckTable(ctx context.Context, conn *pgx.Conn, table string) error {
 	schema, name := SplitTable(table)
 	ident := pgx.Identifier{schema, name}.Sanitize()
 	var exists bool

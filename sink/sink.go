@@ -8,15 +8,32 @@ package sink
 
 import (
 	"context"
+	"errors"
 
 	"github.com/walrelay/walrelay/outbox"
 )
+
+// EventError is a failure of one event that retrying it in place will not fix (too
+// large, a topic that does not exist or is forbidden, or a deadline that ran out
+// while the broker acknowledged other events). The relay hands such an event to the
+// poller's bookkeeping and moves on. Any other publish error means the broker as a
+// whole is unavailable: nothing is handed over and the stream is retried.
+type EventError struct{ Err error }
+
+func (e *EventError) Error() string { return e.Err.Error() }
+func (e *EventError) Unwrap() error { return e.Err }
+
+// IsEventError reports whether err is about one event rather than the broker.
+func IsEventError(err error) bool {
+	var ee *EventError
+	return errors.As(err, &ee)
+}
 
 // Sink publishes events to a broker.
 type Sink interface {
 	// Publish hands e to the broker without waiting for it; done is called exactly
 	// once, from any goroutine, with nil when the broker acknowledged e or with the
-	// error that ended its delivery. done must not block. The sink may keep e until
+	// error that ended its delivery (an *EventError when it is about e alone). done must not block. The sink may keep e until
 	// done is called.
 	Publish(e *outbox.Event, done func(error))
 	// Flush waits until done was called for every published event, or ctx ends.

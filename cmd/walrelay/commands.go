@@ -7,6 +7,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/demo"
 	"github.com/walrelay/walrelay/migrations"
+	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -41,6 +42,7 @@ func runCommand() *cobra.Command {
 
 func migrateCommand() *cobra.Command {
 	s := newSettings()
+	var notify bool
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or update the outbox schema (idempotent, versioned)",
@@ -67,10 +69,17 @@ func migrateCommand() *cobra.Command {
 			for _, m := range applied {
 				fmt.Fprintf(out, "applied migration %d (%s)\n", m.Version, m.Name)
 			}
+			if notify {
+				if err := migrations.InstallNotify(cmd.Context(), s.relay.DatabaseURL); err != nil {
+					return runtimeError{err}
+				}
+				fmt.Fprintf(out, "installed trigger walrelay_outbox_insert_notify (NOTIFY %s on each insert)\n", poller.NotifyChannel)
+			}
 			return nil
 		},
 	}
 	s.register(cmd.Flags(), "database-url")
+	cmd.Flags().BoolVar(&notify, "notify", false, "also install the insert trigger that wakes a poll-mode relay (LISTEN/NOTIFY)")
 	return cmd
 }
 

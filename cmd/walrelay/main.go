@@ -35,7 +35,7 @@ func main() {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.AddCommand(runCommand(), migrateCommand(), demoCommand())
+	root.AddCommand(runCommand(), migrateCommand(), dlqCommand(), demoCommand())
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -49,6 +50,18 @@ func newSettings() *settings {
 		num("max-inflight-events", "events handed to the broker and not yet acked, at most", &c.MaxInFlightEvents),
 		{name: "max-inflight-bytes", usage: "bytes handed to the broker and not yet acked, at most", def: strconv.FormatInt(c.MaxInFlightBytes, 10),
 			set: func(v string) error { return parseInto(v, &c.MaxInFlightBytes) }},
+		{name: "mode", usage: "stream (logical replication) or poll (FOR UPDATE SKIP LOCKED, no replication needed)",
+			def: string(c.Mode), set: func(v string) error { c.Mode = relay.Mode(v); return nil }},
+		{name: "on-publish", usage: "after an ack: mark (set processed_at), delete, or none (the application deletes rows)",
+			def: string(c.OnPublish), set: func(v string) error { c.OnPublish = poller.OnPublish(v); return nil }},
+		num("max-attempts", "failed publishes before a row is a dead letter", &c.Retry.MaxAttempts),
+		dur("retry-backoff-min", "first wait before retrying a failed event (doubles each attempt)", &c.Retry.BackoffMin),
+		dur("retry-backoff-max", "longest wait between retries", &c.Retry.BackoffMax),
+		dur("event-timeout", "how long one event may fail with retriable errors before the poller takes it (0: never)", &c.EventTimeout),
+		num("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &c.MaxMessageBytes),
+		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
+		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
+		dur("retention", "how long processed rows are kept (0: forever)", &c.Retention),
 		str("log-level", "debug, info, warn or error", &s.logLevel),
 		str("log-format", "json or text", &s.logFormat),
 	}
@@ -154,12 +167,15 @@ func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {
 	for key, raw := range values {
 		var st *setting
 		for i := range s.all {
-			if s.all[i].name == key && fs.Lookup(key) != nil {
+			if s.all[i].name == key {
 				st = &s.all[i]
 			}
 		}
 		if st == nil {
 			return fmt.Errorf("config file %s: unknown setting %q (keys are the flag names, e.g. database-url)", path, key)
+		}
+		if fs.Lookup(key) == nil {
+			continue // a setting of another subcommand: one file serves them all
 		}
 		if err := st.set(yamlString(raw)); err != nil {
 			return fmt.Errorf("config file %s: %s: %w", path, key, err)

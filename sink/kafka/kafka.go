@@ -12,11 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/sink"
 )
 
 // DefaultTopicTemplate is Debezium's outbox router default, so consumers can move over.
@@ -31,14 +34,22 @@ type Config struct {
 	// the relay's in-flight window so Publish never blocks.
 	MaxBufferedEvents int
 	MaxBufferedBytes  int
+	// MaxMessageBytes is the largest record batch the producer builds; keep it at or
+	// below the brokers' message.max.bytes. 0: franz-go's default (about 1 MB).
+	MaxMessageBytes int
+	// EventTimeout is how long one record may keep failing with retriable errors
+	// before it counts as an event failure (when others are acked meanwhile) or a
+	// broker outage (when none are). 0: retry for ever.
+	EventTimeout time.Duration
 	// Opts are passed to franz-go after walrelay's own, so they win.
 	Opts []kgo.Opt
 }
 
 // Sink publishes to Kafka.
 type Sink struct {
-	client *kgo.Client
-	topic  Template
+	client  *kgo.Client
+	topic   Template
+	lastAck atomic.Int64 // unix nanoseconds of the newest acknowledgement
 }
 
 // New creates the client; it connects lazily.
@@ -61,6 +72,12 @@ func New(cfg Config) (*Sink, error) {
 	}
 	if cfg.MaxBufferedBytes > 0 {
 		opts = append(opts, kgo.MaxBufferedBytes(cfg.MaxBufferedBytes))
+	}
+	if cfg.MaxMessageBytes > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)))
+	}
+	if cfg.EventTimeout > 0 {
+		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.EventTimeout))
 	}
 	opts = append(opts, cfg.Opts...)
 	client, err := kgo.NewClient(opts...)
@@ -86,7 +103,32 @@ func (s *Sink) Publish(e *outbox.Event, done func(error)) {
 	}
 	// The background context: a record must not fail because the caller is stopping;
 	// the relay's window keeps the buffer from filling, so this does not block.
-	s.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) { done(err) })
+	produced := time.Now().UnixNano()
+	s.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
+		if err == nil {
+			s.lastAck.Store(time.Now().UnixNano())
+			done(nil)
+			return
+		}
+		done(s.classify(err, produced))
+	})
+}
+
+// classify tells a failure of this record from a failure of the broker: errors the
+// broker gives for one record and will give again (too large, invalid or forbidden
+// topic, ...), or a deadline that ran out while other records were acknowledged.
+func (s *Sink) classify(err error, produced int64) error {
+	var kErr *kerr.Error
+	switch {
+	case errors.As(err, &kErr) && !kErr.Retriable,
+		errors.Is(err, kerr.UnknownTopicOrPartition): // surfaced only once franz-go gave up on it
+		return &sink.EventError{Err: err}
+	case errors.Is(err, kgo.ErrRecordTimeout) || errors.Is(err, kgo.ErrRecordRetries):
+		if s.lastAck.Load() > produced {
+			return &sink.EventError{Err: fmt.Errorf("%w (other records were acknowledged meanwhile)", err)}
+		}
+	}
+	return err
 }
 
 // Flush waits for every produced record's outcome.

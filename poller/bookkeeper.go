@@ -1,0 +1,149 @@
+package poller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/walrelay/walrelay/outbox"
+)
+
+// Outcome is one streamed event's result: Err nil when the broker acked it, or the
+// event error that hands it over. Settle is called once the bookkeeping committed
+// (nil), or could not be done (the error; the event then stays unsettled and the
+// stream delivers it again).
+type Outcome struct {
+	Event  *outbox.Event
+	Err    error
+	Settle func(error)
+}
+
+// Bookkeeper records the outcomes of streamed events in the outbox table, in
+// batches: acked rows per the --on-publish mode, failed ones as attempts for the
+// poller. An event counts as settled only after its row's update committed, so a
+// crash never leaves an acked row unmarked behind a confirmed LSN, nor a failed event
+// unrecorded.
+type Bookkeeper struct {
+	store *Store
+	mode  OnPublish
+	every time.Duration
+
+	mu struct {
+		sync.Mutex
+		queue   []Outcome
+		pending int // queued or being written
+		wake    chan struct{}
+		idle    chan struct{} // closed when pending drops to 0
+	}
+}
+
+// NewBookkeeper batches outcomes for at most every before writing them.
+func NewBookkeeper(store *Store, mode OnPublish, every time.Duration) *Bookkeeper {
+	b := &Bookkeeper{store: store, mode: mode, every: every}
+	b.mu.wake = make(chan struct{}, 1)
+	return b
+}
+
+// Record queues an outcome. It never blocks: the relay's in-flight window bounds
+// how many can be queued.
+func (b *Bookkeeper) Record(o Outcome) {
+	b.mu.Lock()
+	b.mu.queue = append(b.mu.queue, o)
+	b.mu.pending++
+	b.mu.Unlock()
+	select {
+	case b.mu.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes queued outcomes until ctx ends.
+func (b *Bookkeeper) Run(ctx context.Context) error {
+	ticker := time.NewTicker(b.every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			b.flush(context.Background()) // settle what was acked before stopping
+			return nil
+		case <-ticker.C:
+		case <-b.mu.wake:
+			// Wait for the batch to fill a little: one statement per tick, not per event.
+			select {
+			case <-ticker.C:
+			case <-ctx.Done():
+			}
+		}
+		b.flush(ctx)
+	}
+}
+
+func (b *Bookkeeper) flush(ctx context.Context) {
+	b.mu.Lock()
+	batch := b.mu.queue
+	b.mu.queue = nil
+	b.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	var ids []string
+	var failures []Failure
+	for _, o := range batch {
+		if o.Err == nil {
+			ids = append(ids, o.Event.ID)
+		} else {
+			failures = append(failures, Failure{Event: o.Event, Err: o.Err})
+		}
+	}
+	err := b.write(ctx, ids, failures)
+	for _, o := range batch {
+		o.Settle(err)
+	}
+	b.mu.Lock()
+	b.mu.pending -= len(batch)
+	if b.mu.pending == 0 && b.mu.idle != nil {
+		close(b.mu.idle)
+		b.mu.idle = nil
+	}
+	b.mu.Unlock()
+}
+
+func (b *Bookkeeper) write(ctx context.Context, ids []string, failures []Failure) error {
+	if b.mode == None && len(failures) == 0 {
+		return nil
+	}
+	tx, err := b.store.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	if b.mode != None {
+		if err := b.store.Published(ctx, tx, b.mode, ids); err != nil {
+			return err
+		}
+	}
+	if err := b.store.RecordFailures(ctx, tx, failures); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// Wait returns when every recorded outcome was written, or ctx ends.
+func (b *Bookkeeper) Wait(ctx context.Context) error {
+	b.mu.Lock()
+	if b.mu.pending == 0 {
+		b.mu.Unlock()
+		return nil
+	}
+	if b.mu.idle == nil {
+		b.mu.idle = make(chan struct{})
+	}
+	idle := b.mu.idle
+	b.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,252 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// NotifyChannel is the LISTEN/NOTIFY channel `walrelay migrate --notify` signals.
+const NotifyChannel = "outbox_event"
+
+// Config of a poller.
+type Config struct {
+	Table string
+	// PollOnly makes the poller the relay: it publishes every pending row. Otherwise
+	// it only retries rows the stream handed over (retry_after set).
+	PollOnly  bool
+	OnPublish OnPublish
+	Policy    Policy
+	// BatchSize rows are locked and published per transaction.
+	BatchSize int
+	// Interval is the fallback poll interval; NOTIFY wakes a poll-only poller sooner.
+	Interval time.Duration
+	// PublishTimeout bounds the wait for a batch's acks.
+	PublishTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Poller publishes rows selected with FOR UPDATE SKIP LOCKED. Several pollers, in one
+// process or many, never publish the same row within one attempt: a row stays locked
+// from selection until its outcome is committed.
+type Poller struct {
+	cfg   Config
+	pool  *pgxpool.Pool
+	sink  sink.Sink
+	store *Store
+	query string
+
+	// OnBatch, when set, is called after each committed batch (metrics, tests).
+	OnBatch func(BatchResult)
+}
+
+// BatchResult is what one poll did.
+type BatchResult struct {
+	Published, Failed, Deferred int
+	Duration                    time.Duration
+}
+
+// New returns a poller; it starts nothing.
+func New(pool *pgxpool.Pool, snk sink.Sink, cfg Config) *Poller {
+	store := NewStore(pool, cfg.Table, cfg.Policy)
+	return &Poller{cfg: cfg, pool: pool, sink: snk, store: store, query: selectQuery(store.table, cfg.PollOnly)}
+}
+
+// selectQuery locks due rows in created_at order, skipping rows other pollers hold,
+// and keeps only those with no earlier due row of the same aggregate outside this
+// batch: an earlier row held by another poller is being published right now, so
+// later rows of its aggregate wait for the next poll. Per-aggregate order thus holds
+// across any number of pollers. Rows backing off after a failure do not hold back
+// their aggregate (a failed event leaves the order, as in stream mode).
+//
+// In poll-only mode a row is due only once its inserting transaction is older than
+// every transaction still running: a newer row may have committed before an older,
+// still open transaction that writes the same aggregate, and publishing it first
+// would break commit order.
+func selectQuery(table string, pollOnly bool) string {
+	due := func(alias string) string {
+		d := alias + ".processed_at IS NULL AND " + alias + ".dead_lettered_at IS NULL"
+		if !pollOnly {
+			return d + " AND " + alias + ".retry_after IS NOT NULL AND " + alias + ".retry_after <= now()"
+		}
+		return d + " AND (" + alias + ".retry_after IS NULL OR " + alias + ".retry_after <= now())" +
+			" AND age(" + alias + ".xmin) > age(((pg_snapshot_xmin(pg_current_snapshot())::text::bigint % 4294967296)::text)::xid)"
+	}
+	return `WITH candidates AS (
+		SELECT o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload, o.created_at, o.attempts, o.ctid AS position
+		FROM ` + table + ` o WHERE ` + due("o") + `
+		ORDER BY o.created_at, o.ctid
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED)
+	SELECT c.id::text, c.aggregate_type::text, c.aggregate_id::text, c.event_type::text, c.payload::text, c.created_at, c.attempts
+	FROM candidates c
+	WHERE NOT EXISTS (
+		SELECT 1 FROM ` + table + ` p
+		WHERE p.aggregate_type = c.aggregate_type AND p.aggregate_id = c.aggregate_id AND ` + due("p") + `
+		  AND (p.created_at, p.ctid) < (c.created_at, c.position)
+		  AND p.id NOT IN (SELECT id FROM candidates))
+	ORDER BY c.created_at, c.position`
+}
+
+// Run polls until ctx ends: whole batches back to back while there is work, then
+// it waits for a notification or the interval.
+func (p *Poller) Run(ctx context.Context) error {
+	wake := make(chan struct{}, 1)
+	if p.cfg.PollOnly {
+		go p.listen(ctx, wake)
+	}
+	delay := p.cfg.Interval
+	for {
+		res, err := p.Poll(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err != nil:
+			p.cfg.Logger.Error("poll failed; retrying", "err", err, "retry_in", delay.String())
+			delay = min(2*delay, 30*time.Second)
+		case res.Published+res.Failed == p.cfg.BatchSize:
+			continue // more is waiting
+		default:
+			delay = p.cfg.Interval
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// listen wakes the poller on each NOTIFY; without the trigger it simply never fires,
+// and the interval does the work.
+func (p *Poller) listen(ctx context.Context, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		conn, err := p.pool.Acquire(ctx)
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		_, err = conn.Exec(ctx, "LISTEN "+NotifyChannel)
+		for err == nil {
+			_, err = conn.Conn().WaitForNotification(ctx)
+			if err == nil {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+		conn.Release()
+		if ctx.Err() == nil {
+			p.cfg.Logger.Warn("listen for outbox notifications failed; polling on the interval meanwhile", "err", err)
+			time.Sleep(time.Second)
+		}
+	}
+}
+
+// Poll runs one batch: lock due rows, publish them, record each outcome, commit.
+func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
+	started := time.Now()
+	var res BatchResult
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return res, fmt.Errorf("begin poll: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+
+	rows, err := tx.Query(ctx, p.query, p.cfg.BatchSize)
+	if err != nil {
+		return res, fmt.Errorf("select due rows: %w", err)
+	}
+	type row struct {
+		ev       outbox.Event
+		attempts int
+	}
+	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.ev.ID, &x.ev.AggregateType, &x.ev.AggregateID, &x.ev.EventType, &x.ev.Payload, &x.ev.CreatedAt, &x.attempts)
+		return x, err
+	})
+	if err != nil {
+		return res, fmt.Errorf("read due rows: %w", err)
+	}
+	if len(batch) == 0 {
+		return res, tx.Commit(ctx)
+	}
+
+	errs := make([]error, len(batch))
+	var wg sync.WaitGroup
+	wg.Add(len(batch))
+	for i := range batch {
+		p.sink.Publish(&batch[i].ev, func(err error) {
+			errs[i] = err
+			wg.Done()
+		})
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
+	defer cancel()
+	if err := waitGroup(waitCtx, &wg); err != nil {
+		// The rows stay locked until rollback; the acks that come late are lost
+		// bookkeeping only: the rows will be published again.
+		return res, fmt.Errorf("wait for %d acks: %w", len(batch), err)
+	}
+
+	var published []string
+	var failures []Failure
+	var brokerErr error
+	for i, b := range batch {
+		switch err := errs[i]; {
+		case err == nil:
+			published = append(published, b.ev.ID)
+		case sink.IsEventError(err):
+			failures = append(failures, Failure{Event: &batch[i].ev, Err: err})
+			p.cfg.Logger.Warn("publish failed; will retry", "event_id", b.ev.ID, "event_type", b.ev.EventType,
+				"aggregate_id", b.ev.AggregateID, "attempt", b.attempts+1, "err", err)
+		default:
+			res.Deferred++ // the broker is down: not the event's fault, no attempt counted
+			brokerErr = err
+		}
+	}
+	if err := p.store.Published(ctx, tx, p.cfg.OnPublish, published); err != nil {
+		return res, err
+	}
+	if err := p.store.RecordFailures(ctx, tx, failures); err != nil {
+		return res, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("commit poll: %w", err)
+	}
+	res.Published, res.Failed, res.Duration = len(published), len(failures), time.Since(started)
+	if p.OnBatch != nil {
+		p.OnBatch(res)
+	}
+	if brokerErr != nil {
+		return res, fmt.Errorf("broker unavailable for %d events: %w", res.Deferred, brokerErr)
+	}
+	return res, nil
+}
+
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return errors.New("timed out")
+	}
+}

@@ -1,0 +1,114 @@
+package poller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walrelay/walrelay/outbox"
+)
+
+// Store runs the bookkeeping SQL on the outbox table. Each method is one committed
+// statement, or a transaction when it takes a tx.
+type Store struct {
+	pool   *pgxpool.Pool
+	table  string // sanitized identifier
+	policy Policy
+}
+
+// NewStore returns a store for table (optionally schema-qualified).
+func NewStore(pool *pgxpool.Pool, table string, policy Policy) *Store {
+	return &Store{pool: pool, table: pgx.Identifier(strings.Split(table, ".")).Sanitize(), policy: policy}
+}
+
+// Failure is one event's failed attempt.
+type Failure struct {
+	Event *outbox.Event
+	Err   error
+}
+
+// RecordFailures counts one failed attempt for each row and schedules its retry
+// with exponential backoff and jitter, or makes it a dead letter at MaxAttempts. A
+// row that no longer exists (the application deleted it, --on-publish none) is
+// inserted again so that the poller owns it.
+func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failure) error {
+	if len(failures) == 0 {
+		return nil
+	}
+	batch := &pgx.Batch{}
+	for _, f := range failures {
+		batch.Queue(`INSERT INTO `+s.table+` AS o (id, aggregate_type, aggregate_id, event_type, payload, created_at,
+				attempts, last_error, retry_after, dead_lettered_at)
+			VALUES ($1, $2, $3, $4, $5::text::jsonb, $6, 1, $7,
+				now() + make_interval(secs => $8::float8 * (0.5 + random() / 2)),
+				CASE WHEN 1 >= $10 THEN now() END)
+			ON CONFLICT (id) DO UPDATE SET
+				attempts = o.attempts + 1,
+				last_error = EXCLUDED.last_error,
+				retry_after = now() + make_interval(secs =>
+					least($9::float8, $8::float8 * power(2, o.attempts)) * (0.5 + random() / 2)),
+				dead_lettered_at = CASE WHEN o.attempts + 1 >= $10 THEN now() END`,
+			f.Event.ID, f.Event.AggregateType, f.Event.AggregateID, f.Event.EventType, string(f.Event.Payload),
+			f.Event.CreatedAt, truncate(f.Err.Error(), 2000),
+			s.policy.BackoffMin.Seconds(), s.policy.BackoffMax.Seconds(), s.policy.MaxAttempts)
+	}
+	if err := q.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("record failed attempts: %w", err)
+	}
+	return nil
+}
+
+// Published applies the --on-publish mode to acked rows.
+func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	var err error
+	switch mode {
+	case Mark:
+		_, err = q.Exec(ctx, "UPDATE "+s.table+" SET processed_at = now(), retry_after = NULL WHERE id = ANY($1::uuid[])", ids)
+	case Delete, None:
+		// With none, only rows the poller owned (re-inserted on failure) are here.
+		_, err = q.Exec(ctx, "DELETE FROM "+s.table+" WHERE id = ANY($1::uuid[])", ids)
+	}
+	if err != nil {
+		return fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
+	}
+	return nil
+}
+
+// querier is what both a pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// DeleteProcessed deletes rows processed before the cutoff, batchSize at a time,
+// and returns how many it deleted. Pending and dead-letter rows have no
+// processed_at and are never touched.
+func (s *Store) DeleteProcessed(ctx context.Context, olderThan time.Duration, batchSize int) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, "DELETE FROM "+s.table+" WHERE id IN (SELECT id FROM "+s.table+
+			" WHERE processed_at < now() - make_interval(secs => $1::float8) LIMIT $2)", olderThan.Seconds(), batchSize)
+		if err != nil {
+			return total, fmt.Errorf("delete processed rows: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batchSize) {
+			return total, nil
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

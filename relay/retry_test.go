@@ -1,0 +1,236 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/migrations"
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/relay"
+)
+
+func fastRetries(c *relay.Config) {
+	c.Retry = poller.Policy{MaxAttempts: 3, BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
+	c.PollInterval = 50 * time.Millisecond
+}
+
+// A poison event (larger than the producer may send) is retried by the poller and
+// ends as a dead letter, while the healthy events around it all flow. Once the limit
+// is raised, a dlq retry gets it delivered.
+func TestPoisonEventBecomesDeadLetter(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
+	conn := testenv.Connect(t, dbURL)
+	rn := start(t, dbURL, broker, "poison", fastRetries)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	aggs := aggregates("ps", 50)
+	ctx := context.Background()
+
+	var healthy []outbox.Event
+	for i := 0; i < 10; i++ {
+		healthy = append(healthy, testenv.WriteTx(t, conn, aggs, "healthy", 500, false)...)
+		if i == 4 {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			poison := outbox.Event{AggregateType: "order", AggregateID: "poison", EventType: "huge",
+				Payload: []byte(`{"blob": "` + strings.Repeat("x", 1_500_000) + `"}`)}
+			if err := outbox.Write(ctx, tx, &poison); err != nil {
+				t.Fatal(err)
+			}
+			healthy = append(healthy, testenv.WriteTx(t, conn, aggs, "healthy.same.tx", 0, false)...)
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !consumer.WaitDistinct(2*time.Minute, len(healthy)) {
+		t.Fatalf("healthy events: %d of %d delivered", consumer.Distinct(), len(healthy))
+	}
+
+	var poisonID string
+	var attempts int
+	var lastError string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := conn.QueryRow(ctx, "SELECT id::text, attempts, last_error FROM outbox_dead_letters").Scan(&poisonID, &attempts, &lastError)
+		if err == nil {
+			break
+		}
+		if err != pgx.ErrNoRows || time.Now().After(deadline) {
+			t.Fatalf("poison event not dead-lettered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
+	}
+	if attempts != 3 || !strings.Contains(lastError, "MESSAGE_TOO_LARGE") {
+		t.Errorf("dead letter: attempts %d (want 3), last_error %q (want MESSAGE_TOO_LARGE)", attempts, lastError)
+	}
+	var pending int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events WHERE processed_at IS NULL AND dead_lettered_at IS NULL").Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 0 {
+		t.Errorf("%d healthy rows left unmarked", pending)
+	}
+
+	// The operator raises the producer's limit and retries the dead letter.
+	rn.stop()
+	start(t, dbURL, broker, "poison", fastRetries, func(c *relay.Config) { c.MaxMessageBytes = 3_000_000 })
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	n, err := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy()).RetryDeadLetters(ctx, nil, true)
+	if err != nil || n != 1 {
+		t.Fatalf("dlq retry: %d rows, %v", n, err)
+	}
+	if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(poisonID) > 0 }) {
+		t.Fatal("retried dead letter not delivered")
+	}
+	for _, ev := range healthy {
+		if c := consumer.Count(ev.ID); c != 1 {
+			t.Errorf("healthy event %s delivered %d times", ev.ID, c)
+		}
+	}
+}
+
+// While the broker is down, nothing is handed to the poller, even when events
+// outlive their deadline: that is a broker outage, not an event failure. Everything
+// drains once it returns.
+func TestBrokerOutageHandsNothingOver(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	start(t, dbURL, broker, "outage", fastRetries, func(c *relay.Config) { c.EventTimeout = time.Second })
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	aggs := aggregates("out", 30)
+
+	var written []outbox.Event
+	for i := 0; i < 5; i++ {
+		written = append(written, testenv.WriteTx(t, conn, aggs, "before", 100, false)...)
+	}
+	if !consumer.WaitDistinct(time.Minute, 100) {
+		t.Fatal("nothing delivered before the outage")
+	}
+	fault := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
+	for i := 0; i < 10; i++ {
+		written = append(written, testenv.WriteTx(t, conn, aggs, "during", 100, false)...)
+	}
+	// Outlive the event deadline twice over before the broker comes back.
+	if err := fault.Wait(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	outageEnds := time.Now().Add(2500 * time.Millisecond)
+	for time.Now().Before(outageEnds) {
+		assertNothingHandedOver(t, conn)
+		time.Sleep(100 * time.Millisecond) // sampling a state over time is the point here
+	}
+	fault.Remove()
+	for i := 0; i < 5; i++ {
+		written = append(written, testenv.WriteTx(t, conn, aggs, "after", 100, false)...)
+	}
+	if !consumer.WaitDistinct(2*time.Minute, len(written)) {
+		t.Fatalf("after the outage: %d of %d delivered", consumer.Distinct(), len(written))
+	}
+	assertNothingHandedOver(t, conn)
+}
+
+func assertNothingHandedOver(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events WHERE attempts > 0 OR retry_after IS NOT NULL").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d rows handed to the poller during a broker outage", n)
+	}
+}
+
+// Poll-only mode: four relays poll one table while a writer commits; every row is
+// delivered once, in commit order per aggregate.
+func TestPollModeConcurrentPollers(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	if err := migrations.InstallNotify(context.Background(), dbURL); err != nil {
+		t.Fatal(err)
+	}
+	broker := testenv.Kafka(t)
+	for i := 0; i < 4; i++ {
+		start(t, dbURL, broker, "unused", func(c *relay.Config) {
+			c.Mode = relay.ModePoll
+			c.PollBatchSize = 50
+			c.PollInterval = 200 * time.Millisecond
+		})
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+
+	// Two writers interleave transactions on the same aggregates; each writer's
+	// transactions commit in order.
+	aggs := aggregates("pl", 40)
+	var mu sync.Mutex
+	var written []outbox.Event
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		conn := testenv.Connect(t, dbURL)
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 30; i++ {
+				mu.Lock() // commit order is the order of appends
+				written = append(written, testenv.WriteTx(t, conn, aggs[w*3:], fmt.Sprintf("w%d", w), 1+i%20, false)...)
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Wait()
+	if !consumer.WaitDistinct(2*time.Minute, len(written)) {
+		t.Fatalf("delivered %d of %d", consumer.Distinct(), len(written))
+	}
+	marker := testenv.WriteTx(t, testenv.Connect(t, dbURL), []string{"marker"}, "marker", 1, false)[0]
+	if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(marker.ID) > 0 }) {
+		t.Fatal("marker not delivered")
+	}
+	seq := map[string]int{}
+	for i, ev := range written {
+		seq[ev.ID] = i
+	}
+	last := map[string]int{}
+	for _, rec := range consumer.Records {
+		id := testenv.Header(rec, "id")
+		if id == marker.ID {
+			continue
+		}
+		if n := consumer.Count(id); n != 1 {
+			t.Fatalf("event %s delivered %d times in a clean run", id, n)
+		}
+		agg := string(rec.Key)
+		if prev, ok := last[agg]; ok && seq[id] < prev {
+			t.Fatalf("aggregate %s: event at commit position %d delivered after position %d", agg, seq[id], prev)
+		}
+		last[agg] = seq[id]
+	}
+	var unprocessed int
+	conn := testenv.Connect(t, dbURL)
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events WHERE processed_at IS NULL").Scan(&unprocessed); err != nil {
+		t.Fatal(err)
+	}
+	if unprocessed != 0 {
+		t.Errorf("%d rows not marked processed", unprocessed)
+	}
+}
