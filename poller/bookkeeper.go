@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 type Outcome struct {
 	Event  *outbox.Event
 	Err    error
+	LSN    string // the commit LSN of the event's transaction, for logs
 	Settle func(error)
 }
 
@@ -27,6 +29,10 @@ type Bookkeeper struct {
 	store *Store
 	mode  OnPublish
 	every time.Duration
+	log   *slog.Logger
+
+	// OnFlush, when set, is called with the duration of each batch written.
+	OnFlush func(time.Duration)
 
 	mu struct {
 		sync.Mutex
@@ -38,8 +44,8 @@ type Bookkeeper struct {
 }
 
 // NewBookkeeper batches outcomes for at most every before writing them.
-func NewBookkeeper(store *Store, mode OnPublish, every time.Duration) *Bookkeeper {
-	b := &Bookkeeper{store: store, mode: mode, every: every}
+func NewBookkeeper(store *Store, mode OnPublish, every time.Duration, log *slog.Logger) *Bookkeeper {
+	b := &Bookkeeper{store: store, mode: mode, every: every, log: log}
 	b.mu.wake = make(chan struct{}, 1)
 	return b
 }
@@ -93,9 +99,15 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 			ids = append(ids, o.Event.ID)
 		} else {
 			failures = append(failures, Failure{Event: o.Event, Err: o.Err})
+			b.log.Warn("publish failed; handing the event to the poller", "event_id", o.Event.ID,
+				"event_type", o.Event.EventType, "aggregate_id", o.Event.AggregateID, "attempt", 1, "lsn", o.LSN, "err", o.Err)
 		}
 	}
+	started := time.Now()
 	err := b.write(ctx, ids, failures)
+	if err == nil && b.OnFlush != nil {
+		b.OnFlush(time.Since(started))
+	}
 	for _, o := range batch {
 		o.Settle(err)
 	}

@@ -33,6 +33,9 @@ type Config struct {
 	// PublishTimeout bounds the wait for a batch's acks.
 	PublishTimeout time.Duration
 	Logger         *slog.Logger
+	// OnBatch is called after each committed poll, OnError after a failed one.
+	OnBatch func(BatchResult)
+	OnError func(error)
 }
 
 // Poller publishes rows selected with FOR UPDATE SKIP LOCKED. Several pollers, in one
@@ -44,15 +47,13 @@ type Poller struct {
 	sink  sink.Sink
 	store *Store
 	query string
-
-	// OnBatch, when set, is called after each committed batch (metrics, tests).
-	OnBatch func(BatchResult)
 }
 
 // BatchResult is what one poll did.
 type BatchResult struct {
-	Published, Failed, Deferred int
-	Duration                    time.Duration
+	Published, Deferred int
+	FailedEventTypes    []string // one per failed attempt
+	Duration            time.Duration
 }
 
 // New returns a poller; it starts nothing.
@@ -110,11 +111,16 @@ func (p *Poller) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if err != nil && p.cfg.OnError != nil {
+			p.cfg.OnError(err)
+		} else if err == nil && p.cfg.OnBatch != nil {
+			p.cfg.OnBatch(res)
+		}
 		switch {
 		case err != nil:
 			p.cfg.Logger.Error("poll failed; retrying", "err", err, "retry_in", delay.String())
 			delay = min(2*delay, 30*time.Second)
-		case res.Published+res.Failed == p.cfg.BatchSize:
+		case res.Published+len(res.FailedEventTypes) == p.cfg.BatchSize:
 			continue // more is waiting
 		default:
 			delay = p.cfg.Interval
@@ -214,8 +220,9 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 			published = append(published, b.ev.ID)
 		case sink.IsEventError(err):
 			failures = append(failures, Failure{Event: &batch[i].ev, Err: err})
-			p.cfg.Logger.Warn("publish failed; will retry", "event_id", b.ev.ID, "event_type", b.ev.EventType,
-				"aggregate_id", b.ev.AggregateID, "attempt", b.attempts+1, "err", err)
+			res.FailedEventTypes = append(res.FailedEventTypes, b.ev.EventType)
+			p.cfg.Logger.Warn("publish failed; recorded for retry", "event_id", b.ev.ID, "event_type", b.ev.EventType,
+				"aggregate_id", b.ev.AggregateID, "attempt", b.attempts+1, "lsn", "", "err", err)
 		default:
 			res.Deferred++ // the broker is down: not the event's fault, no attempt counted
 			brokerErr = err
@@ -230,10 +237,7 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit poll: %w", err)
 	}
-	res.Published, res.Failed, res.Duration = len(published), len(failures), time.Since(started)
-	if p.OnBatch != nil {
-		p.OnBatch(res)
-	}
+	res.Published, res.Duration = len(published), time.Since(started)
 	if brokerErr != nil {
 		return res, fmt.Errorf("broker unavailable for %d events: %w", res.Deferred, brokerErr)
 	}

@@ -43,30 +43,39 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 	wm.Begin()
 	n := 0
 	lastReport := time.Now()
+	var readErr error
 	for rows.Next() {
 		ev := new(outbox.Event)
-		if err := rows.Scan(&ev.ID, &ev.AggregateType, &ev.AggregateID, &ev.EventType, &ev.Payload, &ev.CreatedAt); err != nil {
-			return n, errorf("read pending row", err)
+		if readErr = rows.Scan(&ev.ID, &ev.AggregateType, &ev.AggregateID, &ev.EventType, &ev.Payload, &ev.CreatedAt); readErr != nil {
+			break
 		}
-		if err := r.waitForRoom(ctx, wm); err != nil {
-			return n, err
+		if readErr = r.waitForRoom(ctx, wm); readErr != nil {
+			break
 		}
-		pub.publish(wm, ev)
+		pub.publish(wm, ev, 0, time.Time{})
 		n++
 		if time.Since(lastReport) > 5*time.Second {
 			r.log.Info("catch-up pass in progress", "slot", r.cfg.Slot, "events", n)
 			lastReport = time.Now()
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return n, errorf("read pending rows", err)
+	if readErr == nil {
+		readErr = rows.Err()
 	}
 	wm.Commit(created.ConsistentPoint)
-	if err := snk.Flush(ctx); err != nil {
+	// Like a stopping stream, settle what was handed to the broker, within the
+	// shutdown timeout, even when ctx ended: acked rows get marked, so a repeated
+	// pass publishes fewer of them again.
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := snk.Flush(drainCtx); err != nil {
 		return n, errorf("wait for acks", err)
 	}
-	if err := bk.Wait(ctx); err != nil {
+	if err := bk.Wait(drainCtx); err != nil {
 		return n, errorf("wait for bookkeeping", err)
+	}
+	if readErr != nil {
+		return n, errorf("read pending rows", readErr)
 	}
 	if err := wm.Err(); err != nil {
 		return n, err

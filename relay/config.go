@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/outbox"
@@ -81,6 +82,21 @@ type Config struct {
 	// deletes them (with OnPublish mark). 0 disables the cleanup.
 	Retention time.Duration
 
+	// MetricsAddr, when set, serves /metrics, /healthz and /readyz there.
+	MetricsAddr string
+	// Registry receives the relay's metrics; nil: a registry of the relay's own, with
+	// Go runtime and process collectors, served on MetricsAddr.
+	Registry *prometheus.Registry
+	// StatsInterval is how often slot health and table counts are read.
+	StatsInterval time.Duration
+	// StallTimeout: slot lag growing while the confirmed LSN has not moved for this
+	// long marks the relay stalled (metric, error log, /readyz fails).
+	StallTimeout time.Duration
+	// HeartbeatInterval, when positive, writes a transactional logical message that
+	// often while nothing is in flight, so the slot advances even when the server
+	// would send nothing. 0 disables it.
+	HeartbeatInterval time.Duration
+
 	// Logger receives the relay's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -116,6 +132,8 @@ func DefaultConfig() Config {
 		PollBatchSize:     100,
 		PollInterval:      time.Second,
 		Retention:         7 * 24 * time.Hour,
+		StatsInterval:     10 * time.Second,
+		StallTimeout:      5 * time.Minute,
 	}
 }
 
@@ -203,6 +221,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention < 0 {
 		add("retention must not be negative")
+	}
+	if c.StatsInterval <= 0 || c.StallTimeout <= 0 {
+		add("stats interval and stall timeout must be positive")
+	}
+	if c.HeartbeatInterval < 0 {
+		add("heartbeat interval must not be negative")
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			add("metrics address %q is not host:port", c.MetricsAddr)
+		}
 	}
 	return errors.Join(errs...)
 }

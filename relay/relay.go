@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/decoder"
@@ -22,9 +26,15 @@ import (
 // Relay publishes every committed outbox row to the broker. Build it with New and
 // run it with Run; it is not reusable after Run returns.
 type Relay struct {
-	cfg    Config
-	log    *slog.Logger
-	window *replication.Window
+	cfg        Config
+	log        *slog.Logger
+	window     *replication.Window
+	metrics    *metrics
+	registerer prometheus.Registerer
+	gatherer   prometheus.Gatherer
+
+	active  atomic.Bool // streaming, or the last poll succeeded
+	stalled atomic.Bool
 }
 
 // New validates cfg and returns a relay. It opens no connection.
@@ -36,11 +46,19 @@ func New(cfg Config) (*Relay, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Relay{
-		cfg:    cfg,
-		log:    logger,
-		window: replication.NewWindow(int64(cfg.MaxInFlightEvents), cfg.MaxInFlightBytes),
-	}, nil
+	reg := cfg.Registry
+	if reg == nil {
+		reg = newRegistry()
+	}
+	r := &Relay{
+		cfg:        cfg,
+		log:        logger,
+		window:     replication.NewWindow(int64(cfg.MaxInFlightEvents), cfg.MaxInFlightBytes),
+		registerer: reg,
+		gatherer:   reg,
+	}
+	r.metrics = newMetrics(reg, r)
+	return r, nil
 }
 
 // Run relays until ctx ends, reconnecting with capped backoff after failures that
@@ -71,8 +89,18 @@ func (r *Relay) Run(ctx context.Context) error {
 		return errorf("database pool", err)
 	}
 	defer pool.Close()
+
+	g, gctx := errgroup.WithContext(ctx)
+	if r.cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", r.cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen for metrics on %s (choose another --metrics-addr): %w", r.cfg.MetricsAddr, err)
+		}
+		r.log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+		g.Go(func() error { return r.serveHTTP(gctx, ln) })
+	}
 	if err := r.waitForBroker(ctx, snk); err != nil {
-		return nil // ctx ended while waiting
+		return g.Wait() // ctx ended while waiting
 	}
 
 	store := poller.NewStore(pool, r.cfg.Table, r.cfg.Retry)
@@ -80,25 +108,47 @@ func (r *Relay) Run(ctx context.Context) error {
 		Table: r.cfg.Table, PollOnly: r.cfg.Mode == ModePoll, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
 		BatchSize: r.cfg.PollBatchSize, Interval: r.cfg.PollInterval, PublishTimeout: r.publishTimeout(),
 		Logger: r.log,
+		OnBatch: func(res poller.BatchResult) {
+			if r.cfg.Mode == ModePoll {
+				r.active.Store(true)
+			}
+			r.metrics.published.Add(float64(res.Published))
+			for _, et := range res.FailedEventTypes {
+				r.metrics.failed.WithLabelValues(et).Inc()
+			}
+			if res.Published+len(res.FailedEventTypes) > 0 {
+				r.metrics.batchDuration.Observe(res.Duration.Seconds())
+			}
+		},
+		OnError: func(error) {
+			if r.cfg.Mode == ModePoll {
+				r.active.Store(false)
+			}
+		},
 	})
 
 	// The bookkeeper outlives the stream so that a stopping stream can still settle
 	// what was acked; it stops last.
-	bk := poller.NewBookkeeper(store, r.cfg.OnPublish, 50*time.Millisecond)
+	bk := poller.NewBookkeeper(store, r.cfg.OnPublish, 50*time.Millisecond, r.log)
+	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
 	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
 	bkDone := make(chan struct{})
 	go func() { _ = bk.Run(bkCtx); close(bkDone) }()
 	defer func() { stopBookkeeper(); <-bkDone }()
 
-	g, gctx := errgroup.WithContext(ctx)
 	if r.cfg.Mode == ModePoll {
 		if err := r.checkPollSetup(ctx, pool); err != nil {
 			return err
 		}
+		r.metrics.leader.Set(1)
 		r.log.Info("polling", "table", r.cfg.Table, "batch_size", r.cfg.PollBatchSize, "interval", r.cfg.PollInterval.String())
 	} else {
 		g.Go(func() error { return r.stream(gctx, snk, bk) })
+		if r.cfg.HeartbeatInterval > 0 {
+			g.Go(func() error { return r.heartbeat(gctx, pool) })
+		}
 	}
+	g.Go(func() error { return r.stats(gctx, pool) })
 	g.Go(func() error { return pl.Run(gctx) })
 	if r.cfg.OnPublish == poller.Mark && r.cfg.Retention > 0 {
 		g.Go(func() error { return r.cleanup(gctx, store) })
@@ -132,6 +182,7 @@ func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper
 		if permanent(err) {
 			return err
 		}
+		r.metrics.reconnects.Inc()
 		if time.Since(started) > time.Minute {
 			delay = r.cfg.ReconnectMin
 		}
@@ -148,6 +199,26 @@ func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper
 			return nil
 		}
 		delay = min(2*delay, r.cfg.ReconnectMax)
+	}
+}
+
+// heartbeat writes a transactional logical message while nothing is in flight, so
+// that the server has something to stream and the slot advances.
+func (r *Relay) heartbeat(ctx context.Context, pool *pgxpool.Pool) error {
+	ticker := time.NewTicker(r.cfg.HeartbeatInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+		if events, _ := r.window.InFlight(); events > 0 {
+			continue
+		}
+		if _, err := pool.Exec(ctx, "SELECT pg_logical_emit_message(true, 'walrelay', 'heartbeat')"); err != nil && ctx.Err() == nil {
+			r.log.Warn("heartbeat failed", "err", err)
+		}
 	}
 }
 
@@ -255,3 +326,6 @@ func (r *Relay) checkPollSetup(ctx context.Context, pool *pgxpool.Pool) error {
 		delay = min(2*delay, r.cfg.ReconnectMax)
 	}
 }
+
+// splitIdent splits a possibly schema-qualified name for pgx.Identifier.
+func splitIdent(name string) []string { return strings.Split(name, ".") }

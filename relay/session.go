@@ -18,6 +18,10 @@ import (
 // session runs one replication session: preflight checks, the slot (created with a
 // catch-up pass when new), then the stream until ctx ends or something fails.
 func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper) error {
+	defer func() {
+		r.active.Store(false)
+		r.metrics.leader.Set(0)
+	}()
 	conn, err := pgx.Connect(ctx, r.cfg.DatabaseURL)
 	if err != nil {
 		return errorf("connect to postgresql", err)
@@ -70,6 +74,14 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		KeepaliveInterval: keepalive,
 		ShutdownTimeout:   r.cfg.ShutdownTimeout,
 		Logger:            r.log,
+		OnStart: func() {
+			r.active.Store(true)
+			r.metrics.leader.Set(1)
+		},
+		OnConfirm: func(lsn pglogrepl.LSN) {
+			r.metrics.confirmedLSN.Set(float64(lsn))
+			r.metrics.lastConfirm.SetToCurrentTime()
+		},
 	}, wm, p)
 }
 
@@ -109,6 +121,9 @@ type pipeline struct {
 	msg decoder.Message
 	wm  *replication.Watermark
 	pub publisher
+
+	commitTime time.Time     // of the open transaction
+	commitLSN  pglogrepl.LSN // of the open transaction
 }
 
 func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
@@ -118,9 +133,10 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 	switch p.msg.Kind {
 	case decoder.KindBegin:
 		p.wm.Begin()
+		p.commitTime, p.commitLSN = p.msg.CommitTime, p.msg.FinalLSN
 	case decoder.KindInsert:
 		ev := p.msg.Event
-		p.pub.publish(p.wm, &ev)
+		p.pub.publish(p.wm, &ev, p.commitLSN, p.commitTime)
 	case decoder.KindCommit:
 		p.wm.Commit(p.msg.EndLSN)
 	}
@@ -143,21 +159,32 @@ type publisher struct {
 	sink     sink.Sink
 	bk       *poller.Bookkeeper
 	markAcks bool
+	m        *metrics
 }
 
 func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) publisher {
-	return publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None}
+	return publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics}
 }
 
-func (p publisher) publish(wm *replication.Watermark, ev *outbox.Event) {
+// publish sends ev, an event of the watermark's open transaction. lsn and
+// committed are the transaction's commit LSN and time (zero in the catch-up pass).
+func (p publisher) publish(wm *replication.Watermark, ev *outbox.Event, lsn pglogrepl.LSN, committed time.Time) {
 	size := ev.Size()
 	txn := wm.Track(size)
 	p.sink.Publish(ev, func(err error) {
+		if err == nil {
+			p.m.published.Inc()
+			if !committed.IsZero() {
+				p.m.commitToAck.Observe(time.Since(committed).Seconds())
+			}
+		} else {
+			p.m.failed.WithLabelValues(ev.EventType).Inc()
+		}
 		switch {
 		case err == nil && !p.markAcks:
 			txn.Done(size, nil)
 		case err == nil || sink.IsEventError(err):
-			p.bk.Record(poller.Outcome{Event: ev, Err: err, Settle: func(bookErr error) {
+			p.bk.Record(poller.Outcome{Event: ev, Err: err, LSN: lsn.String(), Settle: func(bookErr error) {
 				if bookErr != nil {
 					bookErr = fmt.Errorf("bookkeeping for event %s: %w", ev.ID, bookErr)
 				}

@@ -34,6 +34,10 @@ type StreamConfig struct {
 	// ShutdownTimeout bounds the wait for in-flight events when ctx ends.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// OnStart is called once replication started; OnConfirm after each status
+	// update that moved the confirmed LSN. Both run on the stream's goroutine.
+	OnStart   func()
+	OnConfirm func(pglogrepl.LSN)
 }
 
 // Stream starts replication from the slot's confirmed position and feeds h until ctx
@@ -49,6 +53,9 @@ func (c *Conn) Stream(ctx context.Context, cfg StreamConfig, wm *Watermark, h Ha
 	if err != nil {
 		return fmt.Errorf("start replication on slot %s: %w", cfg.Slot, err)
 	}
+	if cfg.OnStart != nil {
+		cfg.OnStart()
+	}
 	s := &stream{conn: c, cfg: cfg, wm: wm, h: h, netConn: c.pg.Conn()}
 	return s.run(ctx)
 }
@@ -60,7 +67,6 @@ type stream struct {
 	wm      *Watermark
 	h       Handler
 
-	received   pglogrepl.LSN // highest WAL position seen, reported as "written"
 	sent       pglogrepl.LSN // last confirmed LSN sent
 	lastSentAt time.Time
 
@@ -153,9 +159,6 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 			if err != nil {
 				return fmt.Errorf("parse xlog data: %w", err)
 			}
-			if end := xld.WALStart + pglogrepl.LSN(len(xld.WALData)); end > s.received {
-				s.received = end
-			}
 			return s.h.HandleWAL(ctx, xld.WALData)
 		case pglogrepl.PrimaryKeepaliveMessageByteID:
 			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
@@ -163,9 +166,6 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 				return fmt.Errorf("parse keepalive: %w", err)
 			}
 			s.wm.ServerPosition(ka.ServerWALEnd)
-			if ka.ServerWALEnd > s.received {
-				s.received = ka.ServerWALEnd
-			}
 			if ka.ReplyRequested {
 				return s.sendStatus(true)
 			}
@@ -187,17 +187,24 @@ func (s *stream) sendStatus(force bool) error {
 	if !force && lsn == s.sent && time.Since(s.lastSentAt) < s.cfg.KeepaliveInterval {
 		return nil
 	}
-	written := max(s.received, lsn)
+	// Written is reported as the confirmed LSN too: a caught-up walsender sends a
+	// keepalive only while the written position lags its own, and those keepalives
+	// are what lets an idle slot advance.
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn.pg, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: written,
+		WALWritePosition: lsn,
 		WALFlushPosition: lsn,
 		WALApplyPosition: lsn,
 	})
 	if err != nil {
 		return fmt.Errorf("send standby status (confirm %s): %w", lsn, err)
 	}
-	if lsn != s.sent && s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		s.cfg.Logger.Debug("confirmed lsn", "lsn", lsn.String())
+	if lsn != s.sent {
+		if s.cfg.OnConfirm != nil {
+			s.cfg.OnConfirm(lsn)
+		}
+		if s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+			s.cfg.Logger.Debug("confirmed lsn", "lsn", lsn.String())
+		}
 	}
 	s.sent = lsn
 	s.lastSentAt = time.Now()

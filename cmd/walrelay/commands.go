@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/internal/demo"
@@ -57,6 +58,10 @@ func migrateCommand() *cobra.Command {
 			}
 			if s.relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
+			}
+			// A URL that does not parse is bad configuration (exit 2), not a runtime failure.
+			if _, err := pgx.ParseConfig(s.relay.DatabaseURL); err != nil {
+				return fmt.Errorf("database url: %w", err)
 			}
 			applied, err := migrations.Up(cmd.Context(), s.relay.DatabaseURL, nil)
 			if err != nil {

@@ -35,14 +35,17 @@ func main() {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.AddCommand(runCommand(), migrateCommand(), dlqCommand(), demoCommand())
+	root.AddCommand(runCommand(), migrateCommand(), statusCommand(), dlqCommand(), demoCommand())
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return
 	}
 	var rt runtimeError
 	if errors.As(err, &rt) {
-		fmt.Fprintln(os.Stderr, "walrelay:", err)
+		var problems problemsFound
+		if !errors.As(err, &problems) { // status printed its problems already
+			fmt.Fprintln(os.Stderr, "walrelay:", err)
+		}
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "walrelay: %v\nRun 'walrelay --help' for usage.\n", err)

@@ -35,6 +35,7 @@ type settings struct {
 
 func newSettings() *settings {
 	s := &settings{relay: relay.DefaultConfig(), logLevel: "info", logFormat: "json"}
+	s.relay.MetricsAddr = "127.0.0.1:9731" // loopback: exposing metrics is the operator's choice
 	c := &s.relay
 	s.all = []setting{
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
@@ -62,6 +63,10 @@ func newSettings() *settings {
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long processed rows are kept (0: forever)", &c.Retention),
+		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
+		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),
+		dur("stall-timeout", "lag growing with no confirmed progress for this long marks the relay stalled", &c.StallTimeout),
+		dur("heartbeat-interval", "write a logical message this often while idle so the slot advances (0: off)", &c.HeartbeatInterval),
 		str("log-level", "debug, info, warn or error", &s.logLevel),
 		str("log-format", "json or text", &s.logFormat),
 	}

@@ -1,0 +1,111 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Status is what `walrelay status` reports about a relay's slot and table.
+type Status struct {
+	Slot              string     `json:"slot"`
+	SlotExists        bool       `json:"slot_exists"`
+	SlotActive        bool       `json:"slot_active"`
+	ConfirmedLSN      string     `json:"confirmed_lsn,omitempty"`
+	LagBytes          int64      `json:"lag_bytes"`
+	WALStatus         string     `json:"wal_status,omitempty"`
+	LastConfirm       *time.Time `json:"last_confirm,omitempty"` // the walsender's last status update
+	Publication       string     `json:"publication"`
+	PublicationExists bool       `json:"publication_exists"`
+	PendingRows       int64      `json:"pending_rows"`
+	DeadLetters       int64      `json:"dead_letters"`
+	OldestPendingAge  float64    `json:"oldest_pending_age_seconds"`
+	Problems          []string   `json:"problems"`
+}
+
+// StatusLimits say when Status reports a problem.
+type StatusLimits struct {
+	MaxDeadLetters int64
+	// StallTimeout: an active slot that is behind and has not been confirmed for this
+	// long is stalled.
+	StallTimeout time.Duration
+}
+
+// ReadStatus reads the slot, publication and outbox table named in cfg (only the
+// database URL, table, slot, publication and mode are used) and lists problems.
+func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, error) {
+	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, errorf("connect to postgresql", err)
+	}
+	defer conn.Close(context.Background())
+	st := &Status{Slot: cfg.Slot, Publication: cfg.Publication, Problems: []string{}}
+
+	var active *bool
+	var confirmed, walStatus *string
+	var lag *int64
+	var replyTime *time.Time
+	err = conn.QueryRow(ctx, `SELECT s.active, s.confirmed_flush_lsn::text, s.wal_status,
+			pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint, r.reply_time
+		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+		WHERE s.slot_name = $1`, cfg.Slot).Scan(&active, &confirmed, &walStatus, &lag, &replyTime)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if cfg.Mode != ModePoll {
+			st.Problems = append(st.Problems, "slot "+cfg.Slot+" does not exist (walrelay run creates it)")
+		}
+	case err != nil:
+		return nil, errorf("read slot", err)
+	default:
+		st.SlotExists = true
+		st.SlotActive = active != nil && *active
+		st.ConfirmedLSN, st.WALStatus = deref(confirmed), deref(walStatus)
+		if lag != nil {
+			st.LagBytes = *lag
+		}
+		st.LastConfirm = replyTime
+	}
+	if st.WALStatus == "lost" {
+		st.Problems = append(st.Problems, "slot "+cfg.Slot+" is lost: PostgreSQL removed WAL it needed")
+	}
+	if st.SlotActive && st.LagBytes > 1<<20 && st.LastConfirm != nil && time.Since(*st.LastConfirm) > limits.StallTimeout {
+		st.Problems = append(st.Problems, fmt.Sprintf("stalled: %d bytes behind and no status update for %s",
+			st.LagBytes, time.Since(*st.LastConfirm).Round(time.Second)))
+	}
+
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", cfg.Publication).
+		Scan(&st.PublicationExists); err != nil {
+		return nil, errorf("read publication", err)
+	}
+	if !st.PublicationExists && cfg.Mode != ModePoll {
+		st.Problems = append(st.Problems, "publication "+cfg.Publication+" does not exist")
+	}
+
+	table := pgx.Identifier(splitIdent(cfg.Table)).Sanitize()
+	var oldest *float64
+	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),
+			count(*) FILTER (WHERE dead_lettered_at IS NOT NULL),
+			extract(epoch FROM now() - min(created_at) FILTER (WHERE dead_lettered_at IS NULL))::float8
+		FROM `+table+` WHERE processed_at IS NULL`).Scan(&st.PendingRows, &st.DeadLetters, &oldest)
+	if err != nil {
+		return nil, errorf("read outbox table "+cfg.Table+" (run walrelay migrate?)", err)
+	}
+	if oldest != nil {
+		st.OldestPendingAge = *oldest
+	}
+	if st.DeadLetters > limits.MaxDeadLetters {
+		st.Problems = append(st.Problems, fmt.Sprintf("%d dead letters (more than %d); see walrelay dlq list",
+			st.DeadLetters, limits.MaxDeadLetters))
+	}
+	return st, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
