@@ -9,11 +9,15 @@ PKGS := ./...
 
 all: build
 
-# setup installs PostgreSQL's server binaries when no initdb is found, and the Go modules.
+# setup installs what a fresh Debian machine lacks: PostgreSQL's server binaries (the
+# throwaway clusters), promtool (the alert rules check) and the Go modules.
 setup:
-	@if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-		echo "installing PostgreSQL server binaries (Debian package postgresql)..."; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	@missing=""; \
+	command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="postgresql"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing ..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 	@$(GO) mod download
 
@@ -29,8 +33,10 @@ test: setup
 test-race: setup
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
 
+# bench: decoder cost per message, then WAL and throughput per --on-publish mode.
 bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
+	$(GO) test -run XXX -bench OnPublish -benchtime 20000x ./relay/
 
 fuzz: setup
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decoder

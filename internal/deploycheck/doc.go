@@ -1,0 +1,2 @@
+// Package deploycheck holds tests that keep deploy/ (image, compose, Kubernetes, alerts, dashboard) consistent with the relay.
+package deploycheck

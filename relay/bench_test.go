@@ -1,0 +1,65 @@
+package relay_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/relay"
+)
+
+// BenchmarkOnPublish streams b.N events (200-byte payloads, 100 per transaction)
+// under each --on-publish mode and reports the WAL written per event, the
+// bookkeeping's cost being the difference to "none". Run it alone (make bench): the
+// WAL position is the whole cluster's.
+func BenchmarkOnPublish(b *testing.B) {
+	for _, mode := range []poller.OnPublish{poller.None, poller.Mark, poller.Delete} {
+		b.Run(string(mode), func(b *testing.B) {
+			dbURL := testenv.MigratedDatabase(b)
+			broker := testenv.Kafka(b)
+			conn := testenv.Connect(b, dbURL)
+			cfg := relay.DefaultConfig()
+			cfg.DatabaseURL, cfg.KafkaBrokers, cfg.OnPublish = dbURL, broker.ListenAddrs(), mode
+			cfg.Slot = "bench_" + string(mode)
+			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			r, err := relay.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			consumer := testenv.NewConsumer(b, broker.ListenAddrs(), `outbox\.event\..*`)
+			warm := testenv.WriteTx(b, conn, []string{"w"}, "warm", 1, false)
+			if !consumer.WaitDistinct(time.Minute, len(warm)) {
+				b.Fatal("relay did not start")
+			}
+
+			b.ResetTimer()
+			before := testenv.CurrentLSN(b, conn)
+			for written := 0; written < b.N; written += 100 {
+				if _, err := conn.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+					SELECT 'order', 'agg-' || (g % 1000), 'order.created', jsonb_build_object('pad', repeat('x', 180))
+					FROM generate_series(1, $1) g`, min(100, b.N-written)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if !consumer.WaitDistinct(5*time.Minute, b.N+1) {
+				b.Fatalf("delivered %d of %d", consumer.Distinct(), b.N+1)
+			}
+			cancel() // a graceful stop settles the bookkeeping
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			wal := testenv.CurrentLSN(b, conn) - before
+			b.ReportMetric(float64(wal)/float64(b.N), "WAL-B/event")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
