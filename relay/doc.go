@@ -27,7 +27,13 @@
 //   - Graceful stop: when ctx ends, reading stops, in-flight acks are awaited for
 //     at most ShutdownTimeout, the safe LSN is confirmed, and Run returns nil.
 //
-// Not guaranteed: exactly-once delivery (consumers deduplicate by the id header);
-// an event that the broker rejects for good (too large, unknown topic) currently
-// ends the session and is retried with backoff, holding the stream behind it.
+//   - Poison events never block: an event that fails on its own (sink.EventError) is
+//     handed to the poller with its attempt recorded in a committed transaction, and
+//     only then counts as settled. A broker that is down as a whole hands nothing
+//     over: the session is retried and the slot keeps the WAL.
+//   - Bookkeeping before confirmation: with OnPublish mark or delete, an acked event
+//     counts as settled only once its row's update committed.
+//
+// Not guaranteed: exactly-once delivery (consumers deduplicate by the id header); the
+// order of an event handed to the poller relative to later events of its aggregate.
 package relay
