@@ -62,4 +62,3 @@ func BenchmarkOnPublish(b *testing.B) {
 		})
 	}
 }
-

@@ -170,7 +170,7 @@ func (c *Config) Validate() error {
 	if !tableName.MatchString(c.Publication) || len(c.Publication) > 63 {
 		add("publication %q is not a valid name", c.Publication)
 	}
-	if _, err := kafka.ParseTemplate(c.TopicTemplate); err != nil {
+	if _, err := sink.ParseTemplate(c.TopicTemplate); err != nil {
 		add("%w", err)
 	}
 	for _, d := range []struct {

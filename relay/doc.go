@@ -12,18 +12,22 @@
 //	err = r.Run(ctx) // until ctx ends; nil after a graceful stop
 //
 // Guarantees:
+//
 //   - At least once: every outbox row committed after the slot was created is
 //     published, and rows committed before it are published by a catch-up pass
 //     through the slot's exported snapshot. The slot's confirmed LSN only passes a
 //     transaction once every one of its events was acknowledged by the broker, so
 //     after a crash PostgreSQL streams again whatever was not, and duplicates are
 //     bounded by what was acknowledged in the last StatusInterval before the crash.
+//
 //   - Per-aggregate order: events are produced in commit order with the aggregate id
 //     as the key, and the idempotent producer keeps that order across retries. The
 //     catch-up pass orders by created_at and physical position instead, which differs
 //     from commit order only for transactions that ran concurrently.
+//
 //   - Bounded memory: at most MaxInFlightEvents events and MaxInFlightBytes bytes
 //     are unacknowledged; reading pauses meanwhile, status updates do not.
+//
 //   - Graceful stop: when ctx ends, reading stops, in-flight acks are awaited for
 //     at most ShutdownTimeout, the safe LSN is confirmed, and Run returns nil.
 //
@@ -31,6 +35,7 @@
 //     handed to the poller with its attempt recorded in a committed transaction, and
 //     only then counts as settled. A broker that is down as a whole hands nothing
 //     over: the session is retried and the slot keeps the WAL.
+//
 //   - Bookkeeping before confirmation: with OnPublish mark or delete, an acked event
 //     counts as settled only once its row's update committed.
 //

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -48,13 +47,13 @@ type Config struct {
 // Sink publishes to Kafka.
 type Sink struct {
 	client  *kgo.Client
-	topic   Template
+	topic   sink.Template
 	lastAck atomic.Int64 // unix nanoseconds of the newest acknowledgement
 }
 
 // New creates the client; it connects lazily.
 func New(cfg Config) (*Sink, error) {
-	tmpl, err := ParseTemplate(cfg.TopicTemplate)
+	tmpl, err := sink.ParseTemplate(cfg.TopicTemplate)
 	if err != nil {
 		return nil, err
 	}
@@ -139,56 +138,3 @@ func (s *Sink) Ping(ctx context.Context) error { return s.client.Ping(ctx) }
 
 // Close closes the client.
 func (s *Sink) Close() { s.client.Close() }
-
-// Template renders topic names from {aggregate_type} and {event_type}.
-type Template struct {
-	parts []string // literal text and placeholders, alternating, starting with text
-}
-
-// ParseTemplate checks a topic template; any other placeholder is an error.
-func ParseTemplate(s string) (Template, error) {
-	if s == "" {
-		return Template{}, errors.New("topic template is empty")
-	}
-	var t Template
-	rest := s
-	for {
-		open := strings.IndexByte(rest, '{')
-		if open < 0 {
-			if strings.IndexByte(rest, '}') >= 0 {
-				return Template{}, fmt.Errorf("topic template %q: unmatched '}'", s)
-			}
-			t.parts = append(t.parts, rest)
-			return t, nil
-		}
-		closing := strings.IndexByte(rest[open:], '}')
-		if closing < 0 {
-			return Template{}, fmt.Errorf("topic template %q: unclosed '{'", s)
-		}
-		name := rest[open+1 : open+closing]
-		if name != "aggregate_type" && name != "event_type" {
-			return Template{}, fmt.Errorf("topic template %q: unknown placeholder {%s} (use {aggregate_type} or {event_type})", s, name)
-		}
-		t.parts = append(t.parts, rest[:open], name)
-		rest = rest[open+closing+1:]
-	}
-}
-
-// Render returns the topic for e.
-func (t Template) Render(e *outbox.Event) string {
-	if len(t.parts) == 1 {
-		return t.parts[0]
-	}
-	var b strings.Builder
-	for i, p := range t.parts {
-		switch {
-		case i%2 == 0:
-			b.WriteString(p)
-		case p == "aggregate_type":
-			b.WriteString(e.AggregateType)
-		default:
-			b.WriteString(e.EventType)
-		}
-	}
-	return b.String()
-}
