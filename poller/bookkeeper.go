@@ -14,10 +14,13 @@ import (
 // (nil), or could not be done (the error; the event then stays unsettled and the
 // stream delivers it again).
 type Outcome struct {
-	Event  *outbox.Event
-	Err    error
-	LSN    string // the commit LSN of the event's transaction, for logs
-	Settle func(error)
+	Event *outbox.Event
+	Err   error
+	// Unpublishable marks a row that can never become an event (the decoder could
+	// not map it); it goes straight to the dead letters with Err as the reason.
+	Unpublishable bool
+	LSN           string // the commit LSN of the event's transaction, for logs
+	Settle        func(error)
 }
 
 // Bookkeeper records the outcomes of streamed events in the outbox table, in
@@ -93,18 +96,23 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 		return
 	}
 	var ids []string
-	var failures []Failure
+	var failures, unpublishable []Failure
 	for _, o := range batch {
-		if o.Err == nil {
+		switch {
+		case o.Unpublishable:
+			unpublishable = append(unpublishable, Failure{Event: o.Event, Err: o.Err})
+			b.log.Error("outbox row cannot become an event; dead-lettered", "event_id", o.Event.ID,
+				"lsn", o.LSN, "err", o.Err)
+		case o.Err == nil:
 			ids = append(ids, o.Event.ID)
-		} else {
+		default:
 			failures = append(failures, Failure{Event: o.Event, Err: o.Err})
 			b.log.Warn("publish failed; handing the event to the poller", "event_id", o.Event.ID,
 				"event_type", o.Event.EventType, "aggregate_id", o.Event.AggregateID, "attempt", 1, "lsn", o.LSN, "err", o.Err)
 		}
 	}
 	started := time.Now()
-	err := b.write(ctx, ids, failures)
+	err := b.write(ctx, ids, failures, unpublishable)
 	if err == nil && b.OnFlush != nil {
 		b.OnFlush(time.Since(started))
 	}
@@ -120,8 +128,8 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 	b.mu.Unlock()
 }
 
-func (b *Bookkeeper) write(ctx context.Context, ids []string, failures []Failure) error {
-	if b.mode == None && len(failures) == 0 {
+func (b *Bookkeeper) write(ctx context.Context, ids []string, failures, unpublishable []Failure) error {
+	if b.mode == None && len(failures) == 0 && len(unpublishable) == 0 {
 		return nil
 	}
 	tx, err := b.store.pool.Begin(ctx)
@@ -135,6 +143,9 @@ func (b *Bookkeeper) write(ctx context.Context, ids []string, failures []Failure
 		}
 	}
 	if err := b.store.RecordFailures(ctx, tx, failures); err != nil {
+		return err
+	}
+	if err := b.store.DeadLetter(ctx, tx, unpublishable); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -182,13 +183,31 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 		ev       outbox.Event
 		attempts int
 	}
-	batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+	var unpublishable []Failure
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 		var x row
-		err := r.Scan(&x.ev.ID, &x.ev.AggregateType, &x.ev.AggregateID, &x.ev.EventType, &x.ev.Payload, &x.ev.CreatedAt, &x.attempts)
+		ev, bad, err := ScanEvent(r, &x.attempts)
+		x.ev = ev
+		if bad != nil {
+			unpublishable = append(unpublishable, Failure{Event: &outbox.Event{ID: ev.ID}, Err: bad})
+		}
 		return x, err
 	})
 	if err != nil {
 		return res, fmt.Errorf("read due rows: %w", err)
+	}
+	batch := all[:0]
+	for _, x := range all {
+		if !slices.ContainsFunc(unpublishable, func(f Failure) bool { return f.Event.ID == x.ev.ID }) {
+			batch = append(batch, x)
+		}
+	}
+	if err := p.store.DeadLetter(ctx, tx, unpublishable); err != nil {
+		return res, err
+	}
+	for _, f := range unpublishable {
+		p.cfg.Logger.Error("outbox row cannot become an event; dead-lettered", "event_id", f.Event.ID, "err", f.Err)
+		res.FailedEventTypes = append(res.FailedEventTypes, "")
 	}
 	if len(batch) == 0 {
 		return res, tx.Commit(ctx)

@@ -63,6 +63,23 @@ func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failur
 	return nil
 }
 
+// DeadLetter makes rows dead letters at once, with the failure as the reason: rows
+// that can never become events.
+func (s *Store) DeadLetter(ctx context.Context, q querier, rows []Failure) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	batch := &pgx.Batch{}
+	for _, f := range rows {
+		batch.Queue("UPDATE "+s.table+" SET attempts = attempts + 1, last_error = $2, retry_after = NULL, "+
+			"dead_lettered_at = now() WHERE id = $1", f.Event.ID, truncate(f.Err.Error(), 2000))
+	}
+	if err := q.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("dead-letter %d unpublishable rows: %w", len(rows), err)
+	}
+	return nil
+}
+
 // Published applies the --on-publish mode to acked rows.
 func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []string) error {
 	if len(ids) == 0 {

@@ -45,14 +45,19 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 	lastReport := time.Now()
 	var readErr error
 	for rows.Next() {
-		ev := new(outbox.Event)
-		if readErr = rows.Scan(&ev.ID, &ev.AggregateType, &ev.AggregateID, &ev.EventType, &ev.Payload, &ev.CreatedAt); readErr != nil {
+		var ev outbox.Event
+		var unpublishable error
+		if ev, unpublishable, readErr = poller.ScanEvent(rows); readErr != nil {
 			break
 		}
 		if readErr = r.waitForRoom(ctx, wm); readErr != nil {
 			break
 		}
-		pub.publish(wm, ev, 0, time.Time{})
+		if unpublishable != nil {
+			pub.deadLetter(wm, ev.ID, unpublishable, 0)
+			continue
+		}
+		pub.publish(wm, &ev, 0, time.Time{})
 		n++
 		if time.Since(lastReport) > 5*time.Second {
 			r.log.Info("catch-up pass in progress", "slot", r.cfg.Slot, "events", n)
@@ -125,6 +130,6 @@ func (r *Relay) catchUpQuery(ctx context.Context, tx pgx.Tx) (string, error) {
 	for _, c := range cols {
 		where += " AND " + c + " IS NULL"
 	}
-	return "SELECT id::text, aggregate_type::text, aggregate_id::text, event_type::text, payload::text, created_at FROM " +
+	return "SELECT " + poller.EventColumns + " FROM " +
 		ident + " WHERE " + where + " ORDER BY created_at, ctid", nil
 }

@@ -234,3 +234,55 @@ func TestPollModeConcurrentPollers(t *testing.T) {
 		t.Errorf("%d rows not marked processed", unprocessed)
 	}
 }
+
+// A row that cannot become an event (created_at = infinity) becomes a dead letter
+// with the reason, and everything else goes on: whether the stream decodes it, the
+// catch-up pass reads it (written before the slot existed), or the poller does.
+func TestUnmappableRowIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		beforeStart bool
+		mode        relay.Mode
+	}{{"stream", false, relay.ModeStream}, {"catchup", true, relay.ModeStream}, {"poll", false, relay.ModePoll}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL := testenv.MigratedDatabase(t)
+			broker := testenv.Kafka(t)
+			conn := testenv.Connect(t, dbURL)
+			ctx := context.Background()
+			writeBad := func() string {
+				var id string
+				if err := conn.QueryRow(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload, created_at)
+					VALUES ('order', 'bad', 'odd', '{}', 'infinity') RETURNING id::text`).Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
+			var badID string
+			if tc.beforeStart {
+				badID = writeBad()
+			}
+			start(t, dbURL, broker, "unmappable_"+tc.name, func(c *relay.Config) {
+				c.Mode = tc.mode
+				c.PollInterval = 100 * time.Millisecond
+			})
+			consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+			if !tc.beforeStart {
+				badID = writeBad()
+			}
+			good := testenv.WriteTx(t, conn, []string{"g"}, "fine", 20, false)
+			if !consumer.WaitDistinct(time.Minute, len(good)) {
+				t.Fatalf("delivered %d of %d events after the bad row", consumer.Distinct(), len(good))
+			}
+			waitFor(t, 30*time.Second, "the bad row in outbox_dead_letters", func() bool {
+				var reason string
+				err := conn.QueryRow(ctx, "SELECT last_error FROM outbox_dead_letters WHERE id = $1", badID).Scan(&reason)
+				return err == nil && strings.Contains(reason, "created_at")
+			})
+			if consumer.Count(badID) != 0 {
+				t.Fatal("the unmappable row was published")
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -128,6 +129,11 @@ type pipeline struct {
 
 func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 	if err := p.dec.Decode(data, &p.msg); err != nil {
+		var rowErr *decoder.RowError
+		if errors.As(err, &rowErr) && rowErr.ID != "" {
+			p.pub.deadLetter(p.wm, rowErr.ID, rowErr, p.commitLSN)
+			return nil
+		}
 		return err
 	}
 	switch p.msg.Kind {
@@ -164,6 +170,20 @@ type publisher struct {
 
 func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) publisher {
 	return publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics}
+}
+
+// deadLetter records a row the decoder could not map as a dead letter; like an
+// event, it is settled once that is committed.
+func (p publisher) deadLetter(wm *replication.Watermark, id string, reason error, lsn pglogrepl.LSN) {
+	txn := wm.Track(0)
+	p.m.failed.WithLabelValues("").Inc()
+	p.bk.Record(poller.Outcome{Event: &outbox.Event{ID: id}, Err: reason, Unpublishable: true,
+		LSN: lsn.String(), Settle: func(err error) {
+			if err != nil {
+				err = fmt.Errorf("dead-letter unpublishable row %s: %w", id, err)
+			}
+			txn.Done(0, err)
+		}})
 }
 
 // publish sends ev, an event of the watermark's open transaction. lsn and
