@@ -28,6 +28,7 @@ type metrics struct {
 	lastConfirm   prometheus.Gauge
 	leader        prometheus.Gauge
 	reconnects    prometheus.Counter
+	slotsReplaced prometheus.Counter
 	stalled       prometheus.Gauge
 
 	slotConfirmedLag *prometheus.GaugeVec
@@ -41,7 +42,7 @@ type metrics struct {
 
 var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 
-func newMetrics(reg prometheus.Registerer, r *Relay) *metrics {
+func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 	m := &metrics{
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "outbox_events_published_total", Help: "Outbox events acknowledged by the broker."}),
@@ -63,6 +64,8 @@ func newMetrics(reg prometheus.Registerer, r *Relay) *metrics {
 			Name: "walrelay_leader", Help: "1 while this instance streams the slot (or polls, in poll mode)."}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "walrelay_reconnects_total", Help: "Replication sessions that failed and were started again."}),
+		slotsReplaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "walrelay_slots_replaced_total", Help: "Slots found lost or missing and created again (with a catch-up pass)."}),
 		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_stalled", Help: "1 when slot lag grows while the confirmed LSN has not moved for the stall timeout."}),
 		slotConfirmedLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -76,8 +79,8 @@ func newMetrics(reg prometheus.Registerer, r *Relay) *metrics {
 		slotActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_slot_active", Help: "1 when a process streams the slot."}, []string{"slot"}),
 	}
-	reg.MustRegister(m.published, m.failed, m.batchDuration, m.deadLetters, m.commitToAck, m.confirmedLSN,
-		m.lastConfirm, m.leader, m.reconnects, m.stalled, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
+	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.commitToAck, m.confirmedLSN,
+		m.lastConfirm, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
 		m.slotWALStatus, m.slotActive,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "outbox_events_pending", Help: "Rows waiting for the poller plus events received and not yet acked.",
@@ -89,8 +92,13 @@ func newMetrics(reg prometheus.Registerer, r *Relay) *metrics {
 			func() float64 { events, _ := r.window.InFlight(); return float64(events) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_inflight_bytes", Help: "Bytes of events handed to the broker and not yet settled."},
 			func() float64 { _, bytes := r.window.InFlight(); return float64(bytes) }),
-	)
-	return m
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics (one relay per registry; wrap it with "+
+				"prometheus.WrapRegistererWith to run several): %w", err)
+		}
+	}
+	return m, nil
 }
 
 // newRegistry is the binary's registry: the relay's metrics plus Go runtime and

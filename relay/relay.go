@@ -57,7 +57,11 @@ func New(cfg Config) (*Relay, error) {
 		registerer: reg,
 		gatherer:   reg,
 	}
-	r.metrics = newMetrics(reg, r)
+	m, err := newMetrics(reg, r)
+	if err != nil {
+		return nil, err
+	}
+	r.metrics = m
 	return r, nil
 }
 

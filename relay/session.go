@@ -41,6 +41,18 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 
 	start := st.Confirmed
 	switch {
+	case st.Lost():
+		r.slotReplaced("the slot was invalidated (wal_status = lost): PostgreSQL removed WAL it still needed, "+
+			"usually because max_slot_wal_keep_size was exceeded while the relay was down or stuck")
+		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
+			return err
+		}
+		if start, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
+			return err
+		}
+	case !st.Exists && st.CatchupState == replication.CatchupDone:
+		r.slotReplaced("the slot disappeared (dropped by someone or something)")
+		fallthrough
 	case !st.Exists:
 		if start, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
 			return err
@@ -84,6 +96,19 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 			r.metrics.lastConfirm.SetToCurrentTime()
 		},
 	}, wm, p)
+}
+
+// slotReplaced reports loudly that a slot is being replaced and what that means for
+// delivery.
+func (r *Relay) slotReplaced(why string) {
+	r.metrics.slotsReplaced.Inc()
+	msg := "replication slot lost; creating a new one and publishing every row not marked processed " +
+		"(some may be published again)"
+	if r.cfg.OnPublish == poller.None {
+		msg = "replication slot lost; creating a new one. With --on-publish none the table does not say " +
+			"which rows were published: events committed while the slot was lost MAY BE LOST"
+	}
+	r.log.Error(msg, "slot", r.cfg.Slot, "why", why)
 }
 
 // createSlot creates the slot and publishes, through its exported snapshot, every

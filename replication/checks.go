@@ -46,6 +46,10 @@ const (
 	CatchupDone
 )
 
+// Lost reports a slot PostgreSQL invalidated: it removed WAL the slot needed
+// (max_slot_wal_keep_size), so the slot can never stream again.
+func (s SlotState) Lost() bool { return s.Exists && s.WALStatus == "lost" }
+
 // SplitTable splits "schema.table" (default schema public).
 func SplitTable(table string) (schema, name string) {
 	if s, n, ok := strings.Cut(table, "."); ok {
@@ -191,9 +195,7 @@ func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, err
 		st.WALStatus = *walStatus
 	}
 	if st.WALStatus == "lost" {
-		return st, setupErrorf("replication slot %s is lost (wal_status = lost): PostgreSQL removed WAL it needed. "+
-			"Drop it with SELECT pg_drop_replication_slot('%s') and start walrelay again: it creates a new slot "+
-			"and publishes every row not marked processed", slot, slot)
+		return st, nil // the caller replaces it
 	}
 	if confirmed != nil {
 		if st.Confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {

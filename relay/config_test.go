@@ -1,0 +1,69 @@
+package relay_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/relay"
+)
+
+func validConfig() relay.Config {
+	c := relay.DefaultConfig()
+	c.DatabaseURL = "postgres://relay:s3cret@127.0.0.1:5432/app"
+	c.KafkaBrokers = []string{"127.0.0.1:9092"}
+	return c
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tweak func(*relay.Config)
+		want  string // substring of the error; "" means valid
+	}{
+		{"defaults", func(*relay.Config) {}, ""},
+		{"no database", func(c *relay.Config) { c.DatabaseURL = "" }, "database url is required"},
+		{"bad database url", func(c *relay.Config) { c.DatabaseURL = "postgres://x:s3cret@host:notaport/db" }, "database url"},
+		{"no brokers", func(c *relay.Config) { c.KafkaBrokers = nil }, "kafka brokers are required"},
+		{"broker without port", func(c *relay.Config) { c.KafkaBrokers = []string{"kafka"} }, "not host:port"},
+		{"bad slot", func(c *relay.Config) { c.Slot = "Bad-Slot" }, "slot"},
+		{"bad table", func(c *relay.Config) { c.Table = "a.b.c" }, "table"},
+		{"bad template", func(c *relay.Config) { c.TopicTemplate = "x.{nope}" }, "unknown placeholder"},
+		{"zero status interval", func(c *relay.Config) { c.StatusInterval = 0 }, "status interval must be positive"},
+		{"keepalive under status", func(c *relay.Config) { c.KeepaliveInterval = time.Millisecond }, "keepalive interval"},
+		{"empty window", func(c *relay.Config) { c.MaxInFlightEvents = 0 }, "max in-flight events"},
+		{"bad mode", func(c *relay.Config) { c.Mode = "both" }, "mode"},
+		{"bad on-publish", func(c *relay.Config) { c.OnPublish = "archive" }, "on-publish"},
+		{"none in poll mode", func(c *relay.Config) { c.Mode, c.OnPublish = relay.ModePoll, poller.None }, "needs mode stream"},
+		{"no attempts", func(c *relay.Config) { c.Retry.MaxAttempts = 0 }, "max attempts"},
+		{"bad metrics addr", func(c *relay.Config) { c.MetricsAddr = "9731" }, "metrics address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.tweak(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want valid, got %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			case err != nil && strings.Contains(err.Error(), "s3cret"):
+				t.Fatalf("the error shows the password: %v", err)
+			}
+		})
+	}
+}
+
+func TestNewRejectsSharedRegistry(t *testing.T) {
+	c := validConfig()
+	c.Registry = prometheus.NewRegistry()
+	if _, err := relay.New(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.New(c); err == nil || !strings.Contains(err.Error(), "one relay per registry") {
+		t.Fatalf("second relay on one registry: want an error, got %v", err)
+	}
+}
