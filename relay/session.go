@@ -42,7 +42,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	start := st.Confirmed
 	switch {
 	case st.Lost():
-		r.slotReplaced("the slot was invalidated (wal_status = lost): PostgreSQL removed WAL it still needed, "+
+		r.slotReplaced("the slot was invalidated (wal_status = lost): PostgreSQL removed WAL it still needed, " +
 			"usually because max_slot_wal_keep_size was exceeded while the relay was down or stuck")
 		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
 			return err
