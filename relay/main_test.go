@@ -47,10 +47,15 @@ type running struct {
 // start runs a relay for dbURL and the broker until the test stops it.
 func start(t *testing.T, dbURL string, broker *kfake.Cluster, slot string, tweak ...func(*relay.Config)) *running {
 	t.Helper()
+	return startWithBrokers(t, dbURL, broker.ListenAddrs(), slot, tweak...)
+}
+
+func startWithBrokers(t *testing.T, dbURL string, brokers []string, slot string, tweak ...func(*relay.Config)) *running {
+	t.Helper()
 	logs := &logBuffer{}
 	cfg := relay.DefaultConfig()
 	cfg.DatabaseURL = dbURL
-	cfg.KafkaBrokers = broker.ListenAddrs()
+	cfg.KafkaBrokers = brokers
 	cfg.Slot = slot
 	cfg.ReconnectMin = 100 * time.Millisecond
 	cfg.ReconnectMax = time.Second

@@ -250,6 +250,8 @@ func (r *Relay) Ready() (bool, string) {
 	switch {
 	case r.stalled.Load():
 		return false, "stalled: slot lag grows while the confirmed LSN does not move"
+	case r.standby.Load():
+		return false, "standby: another instance streams slot " + r.cfg.Slot
 	case !r.active.Load():
 		if r.cfg.Mode == ModePoll {
 			return false, "not polling: the last poll failed or none ran yet"

@@ -33,8 +33,10 @@ type Relay struct {
 	registerer prometheus.Registerer
 	gatherer   prometheus.Gatherer
 
-	active  atomic.Bool // streaming, or the last poll succeeded
-	stalled atomic.Bool
+	active         atomic.Bool // streaming, or the last poll succeeded
+	stalled        atomic.Bool
+	standby        atomic.Bool // waiting for another instance to release the slot
+	lostLeadership atomic.Bool // the last session ended because the lock's connection died
 }
 
 // New validates cfg and returns a relay. It opens no connection.
@@ -168,34 +170,58 @@ func (r *Relay) publishTimeout() time.Duration {
 	return time.Minute
 }
 
-// stream runs replication sessions until ctx ends or the setup proves wrong.
+// stream leads the slot and runs replication sessions until ctx ends or the setup
+// proves wrong. One instance per slot streams: the others wait as standbys.
 func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper) error {
 	delay := r.cfg.ReconnectMin
 	for {
-		started := time.Now()
-		err := r.session(ctx, snk, bk)
+		lock, err := r.acquireLeadership(ctx)
 		if ctx.Err() != nil {
-			if err != nil {
-				r.log.Warn("stopped while the session was failing", "err", err)
+			return nil
+		}
+		var sessionErr error
+		started := time.Now()
+		if err != nil {
+			sessionErr = errorf("take leadership", err)
+		} else {
+			r.standby.Store(false)
+			leadCtx, cancel := r.holdLeadership(ctx, lock)
+			sessionErr = r.session(leadCtx, snk, bk)
+			cancel()
+			lock.Close(context.Background()) // releases the advisory lock
+		}
+		if ctx.Err() != nil {
+			if sessionErr != nil {
+				r.log.Warn("stopped while the session was failing", "err", sessionErr)
 			}
 			return nil
 		}
-		if err == nil {
-			err = errors.New("replication session ended unexpectedly")
+		if r.lostLeadership.Swap(false) {
+			// Give the standbys, which try every leaderCheckInterval, the first chance.
+			select {
+			case <-time.After(2 * leaderCheckInterval):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
 		}
-		if permanent(err) {
-			return err
+		if sessionErr == nil {
+			sessionErr = errors.New("replication session ended unexpectedly")
+		}
+		if permanent(sessionErr) {
+			return sessionErr
 		}
 		r.metrics.reconnects.Inc()
 		if time.Since(started) > time.Minute {
 			delay = r.cfg.ReconnectMin
 		}
 		wait := jitter(delay)
-		if slotBusy(err) {
-			r.log.Warn("replication slot is in use by another process (another walrelay instance?); "+
-				"waiting for it to be released", "slot", r.cfg.Slot, "err", err, "retry_in", wait.Round(time.Millisecond).String())
+		if slotBusy(sessionErr) {
+			r.log.Warn("replication slot is in use by another process; waiting for it to be released "+
+				"(a walrelay without leadership, or another client, streams it)",
+				"slot", r.cfg.Slot, "err", sessionErr, "retry_in", wait.Round(time.Millisecond).String())
 		} else {
-			r.log.Error("replication session failed; reconnecting", "err", err, "retry_in", wait.Round(time.Millisecond).String())
+			r.log.Error("replication session failed; reconnecting", "err", sessionErr, "retry_in", wait.Round(time.Millisecond).String())
 		}
 		select {
 		case <-time.After(wait):

@@ -1,0 +1,85 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// leaderCheckInterval is how often a leader checks that it still holds the lock, and
+// how often a standby tries to take it.
+const leaderCheckInterval = time.Second
+
+// leaderKey is the advisory lock key for a slot: one leader per slot per cluster.
+func leaderKey(slot string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("walrelay/slot/" + slot))
+	return int64(h.Sum64())
+}
+
+// acquireLeadership blocks until this instance holds the slot's advisory lock, on a
+// connection of its own, and returns that connection. Standbys try every second.
+func (r *Relay) acquireLeadership(ctx context.Context) (*pgx.Conn, error) {
+	key := leaderKey(r.cfg.Slot)
+	standbyLogged := false
+	for {
+		conn, err := pgx.Connect(ctx, r.cfg.DatabaseURL)
+		if err == nil {
+			var got bool
+			if err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err == nil && got {
+				if standbyLogged {
+					r.log.Info("took over leadership", "slot", r.cfg.Slot)
+				}
+				return conn, nil
+			}
+			conn.Close(context.Background())
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.standby.Store(true)
+		if !standbyLogged {
+			r.log.Info("standby: another instance streams this slot; taking over when it stops", "slot", r.cfg.Slot)
+			standbyLogged = true
+		}
+		select {
+		case <-time.After(leaderCheckInterval):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// holdLeadership returns a context that ends when ctx does or when the lock's
+// connection stops answering: a leader that may have lost its lock stops streaming.
+func (r *Relay) holdLeadership(ctx context.Context, conn *pgx.Conn) (context.Context, context.CancelFunc) {
+	leadCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		ticker := time.NewTicker(leaderCheckInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-leadCtx.Done():
+				return
+			case <-ticker.C:
+			}
+			pingCtx, stop := context.WithTimeout(leadCtx, 2*leaderCheckInterval)
+			err := conn.Ping(pingCtx)
+			stop()
+			if err != nil && leadCtx.Err() == nil {
+				r.log.Error("lost the leadership lock's connection; stopping the stream so that another instance can take over",
+					"slot", r.cfg.Slot, "err", fmt.Errorf("ping leader session: %w", err))
+				r.lostLeadership.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
+	return leadCtx, cancel
+}
