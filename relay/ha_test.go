@@ -79,7 +79,8 @@ func TestStandbyTakesOver(t *testing.T) {
 	viaProxy := *u
 	viaProxy.Host = proxy.Addr()
 	a := startInstance(t, viaProxy.String(), broker, "ha", "relay_a")
-	waitFor(t, 30*time.Second, "relay_a to stream", func() bool { return streamer(t, conn, "ha") == "relay_a" })
+	// The slot shows as active while it is being created too: wait for replication.
+	waitFor(t, 30*time.Second, "relay_a to stream", func() bool { return a.leader(t) && streamer(t, conn, "ha") == "relay_a" })
 	b := startInstance(t, dbURL, broker, "ha", "relay_b")
 	waitHTTP(t, "http://"+b.addr+"/readyz", http.StatusServiceUnavailable, "standby")
 	if !a.leader(t) || b.leader(t) {
@@ -140,7 +141,7 @@ func TestSplitBrainAttempt(t *testing.T) {
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
 	a := startInstance(t, dbURL, broker, "split", "split_a")
-	waitFor(t, 30*time.Second, "split_a to stream", func() bool { return streamer(t, conn, "split") == "split_a" })
+	waitFor(t, 30*time.Second, "split_a to stream", func() bool { return a.leader(t) && streamer(t, conn, "split") == "split_a" })
 	b := startInstance(t, dbURL, broker, "split", "split_b")
 	waitHTTP(t, "http://"+b.addr+"/readyz", http.StatusServiceUnavailable, "standby")
 

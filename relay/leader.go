@@ -58,9 +58,12 @@ func (r *Relay) acquireLeadership(ctx context.Context) (*pgx.Conn, error) {
 
 // holdLeadership returns a context that ends when ctx does or when the lock's
 // connection stops answering: a leader that may have lost its lock stops streaming.
-func (r *Relay) holdLeadership(ctx context.Context, conn *pgx.Conn) (context.Context, context.CancelFunc) {
+// The returned stop ends the watch and waits for it, after which conn is free again.
+func (r *Relay) holdLeadership(ctx context.Context, conn *pgx.Conn) (context.Context, func()) {
 	leadCtx, cancel := context.WithCancel(ctx)
+	watching := make(chan struct{})
 	go func() {
+		defer close(watching)
 		ticker := time.NewTicker(leaderCheckInterval)
 		defer ticker.Stop()
 		for {
@@ -81,5 +84,5 @@ func (r *Relay) holdLeadership(ctx context.Context, conn *pgx.Conn) (context.Con
 			}
 		}
 	}()
-	return leadCtx, cancel
+	return leadCtx, func() { cancel(); <-watching }
 }

@@ -185,9 +185,9 @@ func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper
 			sessionErr = errorf("take leadership", err)
 		} else {
 			r.standby.Store(false)
-			leadCtx, cancel := r.holdLeadership(ctx, lock)
+			leadCtx, stopWatch := r.holdLeadership(ctx, lock)
 			sessionErr = r.session(leadCtx, snk, bk)
-			cancel()
+			stopWatch()
 			lock.Close(context.Background()) // releases the advisory lock
 		}
 		if ctx.Err() != nil {
