@@ -26,7 +26,10 @@ type Config struct {
 	DatabaseURL string
 	// KafkaBrokers are host:port seeds. Unused when Sink is set.
 	KafkaBrokers []string
-	// KafkaOpts are passed to franz-go after walrelay's own (TLS, SASL, tuning).
+	// KafkaSecurity: TLS and SASL (PLAIN, SCRAM-SHA-256/512) towards the brokers.
+	// PostgreSQL's TLS is set in DatabaseURL (sslmode, sslrootcert, ...).
+	KafkaSecurity kafka.Security
+	// KafkaOpts are passed to franz-go after walrelay's own (tuning, other auth).
 	KafkaOpts []kgo.Opt
 	// Sink replaces the Kafka sink, for applications embedding the relay with a
 	// broker of their own. The relay does not close it.
@@ -159,6 +162,9 @@ func (c *Config) Validate() error {
 			if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
 				add("kafka broker %q is not host:port", b)
 			}
+		}
+		if err := c.KafkaSecurity.Validate(); err != nil {
+			add("%w", err)
 		}
 	}
 	if !tableName.MatchString(c.Table) {

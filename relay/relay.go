@@ -82,6 +82,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			MaxBufferedBytes:  int(2*r.cfg.MaxInFlightBytes) + 16<<20,
 			MaxMessageBytes:   r.cfg.MaxMessageBytes,
 			EventTimeout:      r.cfg.EventTimeout,
+			Security:          r.cfg.KafkaSecurity,
 			Opts:              r.cfg.KafkaOpts,
 		})
 		if err != nil {

@@ -19,10 +19,11 @@ import (
 // the command line, WALRELAY_NAME in the environment (upper case, - as _), NAME in
 // the YAML file. Precedence: flags, then environment, then file, then defaults.
 type setting struct {
-	name  string
-	usage string
-	def   string
-	set   func(string) error
+	name    string
+	usage   string
+	def     string
+	set     func(string) error
+	boolean bool // --name alone means true
 }
 
 // settings holds what the subcommands configure and how each value is parsed.
@@ -41,6 +42,15 @@ func newSettings() *settings {
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
 		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port",
 			set: func(v string) error { c.KafkaBrokers = splitList(v); return nil }},
+		{name: "kafka-tls", usage: "connect to Kafka over TLS", def: "false", boolean: true,
+			set: func(v string) error { return parseBool(v, &c.KafkaSecurity.TLS) }},
+		str("kafka-tls-ca-file", "PEM file of the CA that signed the brokers' certificates (default: system roots)", &c.KafkaSecurity.CAFile),
+		str("kafka-tls-cert-file", "PEM client certificate, for brokers that require one", &c.KafkaSecurity.CertFile),
+		str("kafka-tls-key-file", "PEM key of the client certificate", &c.KafkaSecurity.KeyFile),
+		str("kafka-sasl-mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)", &c.KafkaSecurity.SASLMechanism),
+		str("kafka-sasl-user", "SASL user", &c.KafkaSecurity.SASLUser),
+		{name: "kafka-sasl-password", usage: "SASL password (prefer the environment or the file over a flag)",
+			set: func(v string) error { c.KafkaSecurity.SASLPassword = v; return nil }},
 		str("table", "outbox table, optionally schema-qualified", &c.Table),
 		str("slot", "logical replication slot name", &c.Slot),
 		str("publication", "publication name (created for the table when missing)", &c.Publication),
@@ -108,6 +118,15 @@ func parseInto(v string, p *int64) error {
 	return nil
 }
 
+func parseBool(v string, p *bool) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("want true or false, got %q", v)
+	}
+	*p = b
+	return nil
+}
+
 func splitList(v string) []string {
 	var out []string
 	for _, part := range strings.Split(v, ",") {
@@ -125,6 +144,9 @@ func (s *settings) register(fs *pflag.FlagSet, names ...string) {
 	for _, st := range s.all {
 		if len(names) == 0 || contains(names, st.name) {
 			fs.String(st.name, st.def, st.usage+"; env "+envName(st.name))
+			if st.boolean {
+				fs.Lookup(st.name).NoOptDefVal = "true"
+			}
 		}
 	}
 }

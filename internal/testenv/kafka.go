@@ -30,11 +30,12 @@ type Consumer struct {
 }
 
 // NewConsumer starts a consumer of the topics matching topicRegex.
-func NewConsumer(t testing.TB, brokers []string, topicRegex string) *Consumer {
+// Extra options (TLS, SASL) go after the harness's own.
+func NewConsumer(t testing.TB, brokers []string, topicRegex string, opts ...kgo.Opt) *Consumer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second))
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("kafka consumer: %v", err)
 	}

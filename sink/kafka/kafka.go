@@ -40,6 +40,8 @@ type Config struct {
 	// before it counts as an event failure (when others are acked meanwhile) or a
 	// broker outage (when none are). 0: retry for ever.
 	EventTimeout time.Duration
+	// Security: TLS and SASL.
+	Security Security
 	// Opts are passed to franz-go after walrelay's own, so they win.
 	Opts []kgo.Opt
 }
@@ -78,6 +80,11 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.EventTimeout > 0 {
 		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.EventTimeout))
 	}
+	secOpts, err := cfg.Security.Opts()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, secOpts...)
 	opts = append(opts, cfg.Opts...)
 	client, err := kgo.NewClient(opts...)
 	if err != nil {

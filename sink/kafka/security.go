@@ -1,0 +1,88 @@
+package kafka
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// Security configures TLS and SASL towards the brokers.
+type Security struct {
+	// TLS enables TLS; CAFile (PEM) replaces the system roots; CertFile and KeyFile
+	// present a client certificate.
+	TLS      bool
+	CAFile   string
+	CertFile string
+	KeyFile  string
+	// SASLMechanism is "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	SASLMechanism string
+	SASLUser      string
+	SASLPassword  string
+}
+
+// Validate checks the settings without reading any file.
+func (s Security) Validate() error {
+	var errs []error
+	switch s.SASLMechanism {
+	case "":
+		if s.SASLUser != "" || s.SASLPassword != "" {
+			errs = append(errs, errors.New("kafka sasl user or password given without --kafka-sasl-mechanism"))
+		}
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if s.SASLUser == "" {
+			errs = append(errs, fmt.Errorf("kafka sasl mechanism %s needs a user", s.SASLMechanism))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("kafka sasl mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.SASLMechanism))
+	}
+	if !s.TLS && (s.CAFile != "" || s.CertFile != "" || s.KeyFile != "") {
+		errs = append(errs, errors.New("kafka tls files given without --kafka-tls"))
+	}
+	if (s.CertFile == "") != (s.KeyFile == "") {
+		errs = append(errs, errors.New("kafka tls client certificate needs both a cert file and a key file"))
+	}
+	return errors.Join(errs...)
+}
+
+// Opts turns the settings into franz-go options, reading the certificate files.
+func (s Security) Opts() ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if s.TLS {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if s.CAFile != "" {
+			pem, err := os.ReadFile(s.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("read kafka tls ca file: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("kafka tls ca file %s holds no PEM certificate", s.CAFile)
+			}
+		}
+		if s.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("load kafka tls client certificate: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		opts = append(opts, kgo.Dialer((&tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: cfg}).DialContext))
+	}
+	switch s.SASLMechanism {
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: s.SASLUser, Pass: s.SASLPassword}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.SASLUser, Pass: s.SASLPassword}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: s.SASLUser, Pass: s.SASLPassword}.AsSha512Mechanism()))
+	}
+	return opts, nil
+}

@@ -1,0 +1,90 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/walrelay/walrelay/sink"
+)
+
+// DefaultStreamTemplate mirrors the Kafka sink's topic default, so consumers keep their names.
+const DefaultStreamTemplate = "outbox.event.{aggregate_type}"
+
+// DedupKeyPrefix starts every deduplication key: DedupKeyPrefix + stream + ":" + event id.
+const DedupKeyPrefix = "walrelay:dedup:"
+
+// Config of the Redis Streams sink. Start from DefaultConfig.
+type Config struct {
+	// URL is a go-redis URL, redis://[user:password@]host:port/db or rediss:// for TLS.
+	// Query parameters tune the client (dial_timeout, read_timeout, pool_size,
+	// max_retries, ...; see go-redis ParseURL). A standalone server: keys of one batch
+	// span several hash slots, so Redis Cluster is not supported.
+	URL string
+	// StreamTemplate names the stream; it may use {aggregate_type} and {event_type}.
+	StreamTemplate string
+	// MaxLen, when positive, trims each stream on write with XADD MAXLEN ~ MaxLen
+	// (approximate: the stream holds at least MaxLen entries, a little more at times).
+	// 0 keeps every entry.
+	MaxLen int64
+	// DedupWindow is how long an event id is remembered per stream, so a redelivery
+	// within it adds nothing. Each remembered id is one small key. 0 disables dedup.
+	DedupWindow time.Duration
+	// BatchSize is the most events sent in one round trip (one script call).
+	BatchSize int
+	// Linger is the longest a batch waits to fill after its first event; 0 sends
+	// whatever is queued at once.
+	Linger time.Duration
+	// MaxBufferedEvents bounds the events awaiting their outcome; Publish blocks while
+	// it is reached. Keep it above the relay's MaxInFlightEvents (twice that covers a
+	// restarted session while the old one's events are still queued).
+	MaxBufferedEvents int
+	// Logger receives warnings while Redis is unavailable; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults: a local server, Debezium-style stream names,
+// unbounded streams, a 24h dedup window, batches of 256 lingering at most 1ms.
+func DefaultConfig() Config {
+	return Config{
+		URL:               "redis://127.0.0.1:6379/0",
+		StreamTemplate:    DefaultStreamTemplate,
+		DedupWindow:       24 * time.Hour,
+		BatchSize:         256,
+		Linger:            time.Millisecond,
+		MaxBufferedEvents: 32768,
+	}
+}
+
+// Validate checks the configuration without connecting.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.URL == "" {
+		add("redis url is required, e.g. redis://127.0.0.1:6379/0")
+	} else if _, err := goredis.ParseURL(c.URL); err != nil {
+		add("redis url: %w", err)
+	}
+	if _, err := sink.ParseTemplate(c.StreamTemplate); err != nil {
+		add("stream template: %w", err)
+	}
+	if c.MaxLen < 0 {
+		add("max len must be 0 (unbounded) or positive, got %d", c.MaxLen)
+	}
+	if c.DedupWindow < 0 || (c.DedupWindow > 0 && c.DedupWindow < time.Millisecond) {
+		add("dedup window must be 0 (disabled) or at least 1ms, got %s", c.DedupWindow)
+	}
+	if c.BatchSize <= 0 {
+		add("batch size must be positive, got %d", c.BatchSize)
+	}
+	if c.Linger < 0 {
+		add("linger must not be negative, got %s", c.Linger)
+	}
+	if c.MaxBufferedEvents <= 0 {
+		add("max buffered events must be positive, got %d", c.MaxBufferedEvents)
+	}
+	return errors.Join(errs...)
+}
