@@ -34,8 +34,8 @@ type Consumer struct {
 func NewConsumer(t testing.TB, brokers []string, topicRegex string, opts ...kgo.Opt) *Consumer {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second)}, opts...)...)
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.MetadataMinAge(100 * time.Millisecond), kgo.MetadataMaxAge(time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatalf("kafka consumer: %v", err)
 	}
