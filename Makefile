@@ -40,6 +40,7 @@ bench: setup
 
 fuzz: setup
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decoder
+	$(GO) test -run XXX -fuzz FuzzConfigFile -fuzztime 60s ./cmd/walrelay
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }

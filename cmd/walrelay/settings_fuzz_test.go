@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// FuzzConfigFile feeds arbitrary bytes as the --config file and arbitrary words as
+// flags: loading and validating may fail, with an error, but never panic.
+func FuzzConfigFile(f *testing.F) {
+	f.Add([]byte("database-url: postgres://u:p@db:5432/app\nkafka-brokers: [k1:9092, k2:9092]\nslot: s1\n"), "--status-interval 100ms")
+	f.Add([]byte("max-inflight-events: 10\nmode: poll\non-publish: delete\n"), "--max-attempts=3 --kafka-tls")
+	f.Add([]byte("kafka-brokers:\n  - a:1\n  - {b: c}\nretention: 1h\n"), "--table a.b.c")
+	f.Add([]byte("{not yaml"), "--nope")
+	f.Add([]byte("status-interval: [1, 2]\n"), "--log-level loud")
+	f.Add([]byte("- just\n- a list\n"), "")
+	f.Fuzz(func(t *testing.T, file []byte, args string) {
+		path := filepath.Join(t.TempDir(), "walrelay.yaml")
+		if err := os.WriteFile(path, file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := newSettings()
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		fs.SetOutput(nopWriter{})
+		s.register(fs)
+		if err := fs.Parse(append(strings.Fields(args), "--config", path)); err != nil {
+			return
+		}
+		if err := s.load(fs); err != nil {
+			return
+		}
+		if _, err := s.logger(); err != nil {
+			return
+		}
+		_ = s.relay.Validate()
+	})
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
