@@ -165,7 +165,7 @@ func (s *Sink) run(l *link, cs *channelState) {
 			l = nil
 			continue
 		}
-		s.mu.link, s.mu.connected, s.mu.lastErr = l, true, nil
+		s.mu.link, s.mu.connected, s.mu.lastErr, s.mu.softStreak = l, true, nil, 0
 		waiting := len(s.mu.queue)
 		s.mu.Unlock()
 		s.log.Info("rabbitmq reconnected", "addr", s.addr, "waiting", waiting)
@@ -197,7 +197,10 @@ func (s *Sink) serveConn(l *link, cs *channelState) error {
 			}
 			return closeErr
 		case streak > maxSoftStreak:
-			return fmt.Errorf("%d channel exceptions in a row without a confirm, the last: %w", streak, closeErr)
+			if closeErr == nil {
+				closeErr = errors.New("channel closed")
+			}
+			return fmt.Errorf("%d channels closed in a row without a confirm, the last: %w", streak, closeErr)
 		}
 		if closeErr != nil {
 			s.log.Warn("rabbitmq closed the channel; opening a new one", "addr", s.addr, "err", closeErr)
@@ -406,6 +409,10 @@ func (s *Sink) endChannel(l *link, cs *channelState) error {
 	in := s.mu.inflight
 	s.mu.inflight = nil
 	var culprit *message
+	if !soft && e == nil && !s.mu.closed && !l.conn.IsClosed() {
+		// Only our own error paths close a channel cleanly: no progress either.
+		s.mu.softStreak++
+	}
 	if soft && !s.mu.closed {
 		switch {
 		case len(in) == 1:

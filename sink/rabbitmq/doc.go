@@ -43,7 +43,9 @@
 // keeps queueing until MaxPending events wait in all; beyond that it fails events at
 // once with a plain (broker-level) error, so that a long outage stops the relay's
 // stream instead of growing memory. Close fails what is still unconfirmed with a
-// broker-level error.
+// broker-level error. A connection that goes silent without being closed (a network
+// partition) is noticed by AMQP heartbeats: 10s by default, heartbeat= in the URL
+// to change it; amqp091 gives up after three missed intervals.
 //
 // # Ordering
 //

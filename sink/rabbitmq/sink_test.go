@@ -212,7 +212,7 @@ func TestOutageRepublishes(t *testing.T) {
 		return <-stopped
 	}
 	go func() {
-		tick := time.NewTicker(2 * time.Millisecond)
+		tick := time.NewTicker(2 * time.Millisecond) // about 1,000 events a second
 		defer tick.Stop()
 		n := 0
 		for {
@@ -223,7 +223,7 @@ func TestOutageRepublishes(t *testing.T) {
 				}
 			case <-tick.C:
 			}
-			for range 3 {
+			for range 2 {
 				n++
 				o.publish(s, event(fmt.Sprintf("%s-%d", name, n), "order", fmt.Sprintf("a-%d", n%7), "order.updated"))
 			}
@@ -274,7 +274,7 @@ func TestOutageRepublishes(t *testing.T) {
 		return n
 	})
 	dups := len(queue.deliveries()) - queue.distinct()
-	t.Logf("%d events, %d acknowledged while the broker was down for 1.5s (queued, then confirmed), %d duplicates",
+	t.Logf("%d events published around a 1.5s outage, %d acknowledged, %d duplicates in the queue (republished without a confirm)",
 		published, len(acked), dups)
 }
 
