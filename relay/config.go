@@ -16,6 +16,9 @@ import (
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
+	"github.com/walrelay/walrelay/sink/nats"
+	"github.com/walrelay/walrelay/sink/rabbitmq"
+	"github.com/walrelay/walrelay/sink/redis"
 )
 
 // Config configures a Relay. Start from DefaultConfig and set DatabaseURL and
@@ -31,7 +34,13 @@ type Config struct {
 	KafkaSecurity kafka.Security
 	// KafkaOpts are passed to franz-go after walrelay's own (tuning, other auth).
 	KafkaOpts []kgo.Opt
-	// Sink replaces the Kafka sink, for applications embedding the relay with a
+	// SinkKind selects the broker: SinkKafka (default), SinkNATS, SinkRabbitMQ or
+	// SinkRedis, configured by the matching field below.
+	SinkKind SinkKind
+	NATS     NATSConfig
+	RabbitMQ RabbitMQConfig
+	Redis    RedisConfig
+	// Sink replaces the built-in sinks, for applications embedding the relay with a
 	// broker of their own. The relay does not close it.
 	Sink sink.Sink
 
@@ -121,6 +130,10 @@ func DefaultConfig() Config {
 		Slot:              "walrelay",
 		Publication:       "walrelay",
 		TopicTemplate:     kafka.DefaultTopicTemplate,
+		SinkKind:          SinkKafka,
+		NATS:              nats.DefaultConfig(),
+		RabbitMQ:          rabbitmq.DefaultConfig(),
+		Redis:             redis.DefaultConfig(),
 		StatusInterval:    100 * time.Millisecond,
 		KeepaliveInterval: 10 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
@@ -154,7 +167,12 @@ func (c *Config) Validate() error {
 	} else if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
 		add("database url: %w", err)
 	}
-	if c.Sink == nil {
+	if c.Sink == nil && c.SinkKind != SinkKafka {
+		if err := c.validateSink(); err != nil {
+			add("%s sink: %w", c.SinkKind, err)
+		}
+	}
+	if c.Sink == nil && c.SinkKind == SinkKafka {
 		if len(c.KafkaBrokers) == 0 {
 			add("kafka brokers are required (--kafka-brokers or WALRELAY_KAFKA_BROKERS, comma-separated host:port)")
 		}

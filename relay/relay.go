@@ -20,7 +20,6 @@ import (
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
-	"github.com/walrelay/walrelay/sink/kafka"
 )
 
 // Relay publishes every committed outbox row to the broker. Build it with New and
@@ -74,22 +73,15 @@ func New(cfg Config) (*Relay, error) {
 func (r *Relay) Run(ctx context.Context) error {
 	snk := r.cfg.Sink
 	if snk == nil {
-		k, err := kafka.New(kafka.Config{
-			Brokers:       r.cfg.KafkaBrokers,
-			TopicTemplate: r.cfg.TopicTemplate,
-			// Above the window: Publish must never block inside franz-go.
-			MaxBufferedEvents: 2*r.cfg.MaxInFlightEvents + r.cfg.PollBatchSize + 1000,
-			MaxBufferedBytes:  int(2*r.cfg.MaxInFlightBytes) + 16<<20,
-			MaxMessageBytes:   r.cfg.MaxMessageBytes,
-			EventTimeout:      r.cfg.EventTimeout,
-			Security:          r.cfg.KafkaSecurity,
-			Opts:              r.cfg.KafkaOpts,
-		})
+		built, err := r.newSink(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped before the broker could be reached
+			}
 			return err
 		}
-		defer k.Close()
-		snk = k
+		defer built.Close()
+		snk = built
 	}
 	pool, err := pgxpool.New(ctx, r.cfg.DatabaseURL)
 	if err != nil {
@@ -290,7 +282,7 @@ func (r *Relay) waitForBroker(ctx context.Context, snk sink.Sink) error {
 			return ctx.Err()
 		}
 		wait := jitter(delay)
-		r.log.Error("broker unreachable; check --kafka-brokers and that Kafka is up; retrying",
+		r.log.Error("broker unreachable; check the "+string(r.cfg.SinkKind)+" address and that the broker is up; retrying",
 			"err", err, "retry_in", wait.Round(time.Millisecond).String())
 		select {
 		case <-time.After(wait):

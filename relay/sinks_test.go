@@ -1,0 +1,125 @@
+package relay_test
+
+import (
+	"context"
+
+	"fmt"
+	natsgo "github.com/nats-io/nats.go"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	amqp "github.com/rabbitmq/amqp091-go"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/relay"
+)
+
+// Each built-in sink, selected by SinkKind, carries events to its real server: rows
+// are marked processed only on the broker's ack, so every row marked and the
+// published counter at the number written prove delivery.
+func TestBuiltInSinks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind relay.SinkKind
+		addr string
+	}{{relay.SinkNATS, "127.0.0.1:4222"}, {relay.SinkRabbitMQ, "127.0.0.1:5672"}, {relay.SinkRedis, "127.0.0.1:6379"}} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			t.Parallel()
+			if c, err := net.DialTimeout("tcp", tc.addr, 2*time.Second); err != nil {
+				if testenvCI() {
+					t.Fatalf("%s is not reachable at %s: %v", tc.kind, tc.addr, err)
+				}
+				t.Skipf("%s is not reachable at %s: %v", tc.kind, tc.addr, err)
+			} else {
+				c.Close()
+			}
+			dbURL := testenv.MigratedDatabase(t)
+			conn := testenv.Connect(t, dbURL)
+			suffix := fmt.Sprintf("%s_%d", tc.kind, rand.Int64())
+			t.Cleanup(func() { cleanupBroker(t, tc.kind, suffix) })
+			reg := prometheus.NewRegistry()
+			startWithBrokers(t, dbURL, nil, "builtin_"+string(tc.kind), func(c *relay.Config) {
+				c.SinkKind = tc.kind
+				c.Registry = reg
+				c.TopicTemplate = "walrelaytest." + suffix + ".{aggregate_type}"
+				c.NATS.Stream = "WALRELAYTEST_" + strings.ToUpper(suffix)
+				c.RabbitMQ.ExchangeTemplate = "walrelaytest." + suffix
+				c.RabbitMQ.DeclareExchange = true
+				c.RabbitMQ.Mandatory = false // no queue bound: acks still prove the broker took them
+			})
+			var n int
+			for i := 0; i < 5; i++ {
+				n += len(testenv.WriteTx(t, conn, aggregates("bs", 5), "e", 20, false))
+			}
+			waitFor(t, time.Minute, "every row acked and marked", func() bool {
+				var pending int
+				if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events WHERE processed_at IS NULL").Scan(&pending); err != nil {
+					t.Fatal(err)
+				}
+				return pending == 0
+			})
+			if got := testutil.ToFloat64(counter(t, reg, "outbox_events_published_total")); got != float64(n) {
+				t.Fatalf("published %v, want %d", got, n)
+			}
+		})
+	}
+}
+
+func testenvCI() bool { return os.Getenv("CI") != "" }
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	return metricByName(t, reg, name)
+}
+
+// cleanupBroker removes what the test left on the shared servers.
+func cleanupBroker(t *testing.T, kind relay.SinkKind, suffix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	switch kind {
+	case relay.SinkNATS:
+		nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+			return
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err == nil {
+			err = js.DeleteStream(ctx, "WALRELAYTEST_"+strings.ToUpper(suffix))
+		}
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	case relay.SinkRabbitMQ:
+		c, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+			return
+		}
+		defer c.Close()
+		ch, err := c.Channel()
+		if err == nil {
+			err = ch.ExchangeDelete("walrelaytest."+suffix, false, false)
+		}
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	case relay.SinkRedis:
+		rc := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+		defer rc.Close()
+		for _, pattern := range []string{"walrelaytest." + suffix + ".*", "walrelay:dedup:walrelaytest." + suffix + ".*"} {
+			iter := rc.Scan(ctx, 0, pattern, 1000).Iterator()
+			for iter.Next(ctx) {
+				rc.Unlink(ctx, iter.Val())
+			}
+		}
+	}
+}
