@@ -140,14 +140,14 @@ func checkSubject(subject string) error {
 		return fmt.Errorf("%w: empty", errInvalidSubject)
 	}
 	if strings.ContainsAny(subject, " \t\r\n") {
-		return fmt.Errorf("%w %q: contains whitespace", errInvalidSubject, subject)
+		return fmt.Errorf("%w: contains whitespace", errInvalidSubject)
 	}
 	for tok := range strings.SplitSeq(subject, ".") {
 		switch tok {
 		case "":
-			return fmt.Errorf("%w %q: empty token", errInvalidSubject, subject)
+			return fmt.Errorf("%w: empty token", errInvalidSubject)
 		case "*", ">":
-			return fmt.Errorf("%w %q: wildcard token %q", errInvalidSubject, subject, tok)
+			return fmt.Errorf("%w: wildcard token %q", errInvalidSubject, tok)
 		}
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink"
 	natssink "github.com/walrelay/walrelay/sink/nats"
 )
 
@@ -234,7 +235,7 @@ func (b *logBuffer) String() string {
 
 // startRelay runs a relay with the sink until the returned stop is called (or the
 // test ends); stop fails the test when Run returns an error.
-func startRelay(t *testing.T, dbURL string, snk *natssink.Sink) (stop func()) {
+func startRelay(t *testing.T, dbURL string, snk sink.Sink) (stop func()) {
 	t.Helper()
 	logs := &logBuffer{}
 	cfg := relay.DefaultConfig()

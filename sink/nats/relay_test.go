@@ -8,7 +8,23 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
+	natssink "github.com/walrelay/walrelay/sink/nats"
 )
+
+// cutAfter calls cut once the sink was handed its at-th event.
+type cutAfter struct {
+	*natssink.Sink
+	n   atomic.Int64
+	at  int64
+	cut func()
+}
+
+func (c *cutAfter) Publish(e *outbox.Event, done func(error)) {
+	c.Sink.Publish(e, done)
+	if c.n.Add(1) == c.at {
+		c.cut()
+	}
+}
 
 // Through the relay: every committed event is stored once, with the documented
 // subject, headers and data, in commit order per aggregate.
@@ -67,20 +83,27 @@ func TestRelayBrokerOutage(t *testing.T) {
 	cfg := f.config()
 	cfg.URL = "nats://" + proxy.Addr()
 	snk := newSink(t, cfg)
-	stop := startRelay(t, dbURL, snk)
+	// The outage starts right after the relay handed the sink its 1,000th event,
+	// so that it cuts messages on their way and PubAcks not yet received.
+	down := make(chan struct{})
+	cutting := &cutAfter{Sink: snk, at: 1000, cut: func() {
+		proxy.Down()
+		close(down)
+	}}
+	stop := startRelay(t, dbURL, cutting)
 
-	// The outage: once events flow, cut the connection for 2.5s.
 	const outage = 2500 * time.Millisecond
 	var committed atomic.Int64
 	var atDown, atUp int64
 	up := make(chan struct{})
 	go func() {
 		defer close(up)
-		deadline := time.Now().Add(time.Minute)
-		for f.count(t) < 300 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+		select {
+		case <-down:
+		case <-time.After(time.Minute):
+			t.Error("the relay did not publish 1000 events within a minute")
+			return
 		}
-		proxy.Down()
 		atDown = committed.Load()
 		time.Sleep(outage) // the outage's length, not a synchronisation
 		atUp = committed.Load()
@@ -90,8 +113,11 @@ func TestRelayBrokerOutage(t *testing.T) {
 	aggs := aggregates("out", 29)
 	var written []outbox.Event
 	after := 0
-	for i := 0; after < 30 && i < 4000; i++ {
-		written = append(written, testenv.WriteTx(t, conn, aggs[i%len(aggs):], "order.updated", 5, false)...)
+	for i := 0; after < 10; i++ {
+		if len(written) >= 8000 {
+			<-up // enough is waiting; keep the test short
+		}
+		written = append(written, testenv.WriteTx(t, conn, aggs[i%len(aggs):], "order.updated", 50, false)...)
 		committed.Store(int64(len(written)))
 		select {
 		case <-up:

@@ -170,7 +170,7 @@ func (s *Sink) Publish(e *outbox.Event, done func(error)) {
 		done: done,
 	}
 	if err := checkSubject(subject); err != nil {
-		p.err = fmt.Errorf("event %s (aggregate_type %q, event_type %q): %w", e.ID, e.AggregateType, e.EventType, err)
+		p.err = fmt.Errorf("%w (made from aggregate_type %q, event_type %q)", err, e.AggregateType, e.EventType)
 	}
 	s.mu.Lock()
 	s.mu.outstanding++
@@ -270,7 +270,6 @@ func (s *Sink) nacked(m *nats.Msg, err error) {
 func (s *Sink) fail(p *pending, err error) {
 	switch classify(err) {
 	case classReconnect:
-		println("RECONNECT-RETRY", p.seq, err.Error())
 		s.requeue(p, 0)
 	case classNoResponders:
 		p.lookup = true
@@ -298,8 +297,10 @@ func (s *Sink) fail(p *pending, err error) {
 	}
 }
 
-// finish calls p.done exactly once (each caller owns p).
+// finish calls p.done exactly once (each caller owns p), then counts it, so that
+// Flush returns only after the calls.
 func (s *Sink) finish(p *pending, err error) {
+	p.done(err)
 	s.mu.Lock()
 	s.mu.outstanding--
 	if s.mu.outstanding == 0 && s.mu.idle != nil {
@@ -307,7 +308,6 @@ func (s *Sink) finish(p *pending, err error) {
 		s.mu.idle = nil
 	}
 	s.mu.Unlock()
-	p.done(err)
 }
 
 // redact hides a password in the server URL for messages.

@@ -119,6 +119,22 @@ func TestEventErrors(t *testing.T) {
 	elsewhere.CreateStream = false
 	outsideNoCreate := newSink(t, elsewhere)
 
+	// A stream of its own with a small max_msg_size.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	small := f.stream + "_SMALL"
+	if _, err := f.js.CreateStream(ctx, jetstream.StreamConfig{Name: small, Subjects: []string{f.prefix + ".small.>"}, MaxMsgSize: 512}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.js.DeleteStream(context.Background(), small) })
+	smallCfg := cfg
+	smallCfg.Stream = small
+	smallCfg.CreateStream = false
+	smallCfg.SubjectTemplate = f.prefix + ".small.{aggregate_type}"
+	toSmall := newSink(t, smallCfg)
+	big := event("big", "order")
+	big.Payload = []byte(`"` + strings.Repeat("x", 1024) + `"`)
+
 	huge := event("huge", "order")
 	huge.Payload = []byte(`"` + strings.Repeat("x", int(f.nc.MaxPayload())) + `"`)
 
@@ -133,6 +149,7 @@ func TestEventErrors(t *testing.T) {
 		{"invalid subject", s, event("spaces", "my order"), "invalid subject"},
 		{"wildcard subject", s, event("wild", "*"), "invalid subject"},
 		{"over max_payload", s, huge, "maximum payload"},
+		{"over the stream's max_msg_size", toSmall, big, "message size exceeds maximum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCollector()
