@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -164,8 +164,8 @@ func (c *Config) Validate() error {
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.DatabaseURL == "" {
 		add("database url is required (--database-url or WALRELAY_DATABASE_URL)")
-	} else if _, err := pgconn.ParseConfig(c.DatabaseURL); err != nil {
-		add("database url: %w", err)
+	} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+		add("database url: %w", err) // the strictest parser of the ones Run uses
 	}
 	if c.Sink == nil && c.SinkKind != SinkKafka {
 		if err := c.validateSink(); err != nil {

@@ -135,10 +135,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	go func() { _ = bk.Run(bkCtx); close(bkDone) }()
 	defer func() { stopBookkeeper(); <-bkDone }()
 
+	// The table is checked before anything else starts, so a missing table is one
+	// clear error rather than a chorus of failing background loops.
+	if err := r.checkTable(ctx, pool); err != nil || ctx.Err() != nil {
+		return err
+	}
 	if r.cfg.Mode == ModePoll {
-		if err := r.checkPollSetup(ctx, pool); err != nil {
-			return err
-		}
 		r.metrics.leader.Set(1)
 		r.log.Info("polling", "table", r.cfg.Table, "batch_size", r.cfg.PollBatchSize, "interval", r.cfg.PollInterval.String())
 	} else {
@@ -327,9 +329,8 @@ func jitter(d time.Duration) time.Duration {
 // errorf is fmt.Errorf, named for the step that failed.
 func errorf(step string, err error) error { return fmt.Errorf("%s: %w", step, err) }
 
-// checkPollSetup checks the outbox table for poll-only mode, retrying while the
-// database is unreachable.
-func (r *Relay) checkPollSetup(ctx context.Context, pool *pgxpool.Pool) error {
+// checkTable checks the outbox table, retrying while the database is unreachable.
+func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 	delay := r.cfg.ReconnectMin
 	for {
 		conn, err := pool.Acquire(ctx)

@@ -1,0 +1,141 @@
+package main_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"Usage:", "\n  run ", "\n  migrate ", "\n  demo ", "flags, WALRELAY_* environment variables"}},
+		{[]string{"run", "--help"}, []string{"walrelay run [flags]",
+			"--config", "--database-url", "--kafka-brokers", "--slot", "--topic-template", "--table", "--publication",
+			"--status-interval", "--shutdown-timeout", "--max-inflight-events", "--log-level",
+			"WALRELAY_DATABASE_URL", "WALRELAY_KAFKA_BROKERS", "WALRELAY_CONFIG"}},
+		{[]string{"migrate", "--help"}, []string{"walrelay migrate [flags]", "--database-url", "--config",
+			"walrelay_schema_version", "WALRELAY_DATABASE_URL"}},
+		{[]string{"demo", "--help"}, []string{"walrelay demo [flags]", "--events", "--rate", "--verbose"}},
+		{[]string{"help", "run"}, []string{"walrelay run [flags]", "--database-url", "--slot"}},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			res := run(t, 10*time.Second, baseEnv(), tc.args...)
+			if res.code != 0 {
+				t.Fatalf("exit code %d, want 0\nstderr:\n%s", res.code, res.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(res.stdout, w) {
+					t.Errorf("help does not mention %q:\n%s", w, res.stdout)
+				}
+			}
+		})
+	}
+}
+
+// TestBadUsageExits2 checks that usage and configuration errors exit 2 at once, name
+// the problem, open no connection and never print the database password.
+func TestBadUsageExits2(t *testing.T) {
+	t.Parallel()
+	const password = "s3cr3tpw"
+	type tcase struct {
+		name string
+		args []string
+		env  []string // on top of a database URL (with password) and brokers pointing at the tripwire
+		// noDB drops WALRELAY_DATABASE_URL from the environment.
+		noDB bool
+		want []string
+	}
+	badURL := "postgres://u:" + password + "@127.0.0.1:1/x?sslmode=bogus"
+	cases := []tcase{
+		{name: "unknown subcommand", args: []string{"bogus"}, want: []string{`unknown command "bogus"`}},
+		{name: "unknown flag", args: []string{"run", "--no-such-flag"}, want: []string{"unknown flag: --no-such-flag"}},
+		{name: "positional argument", args: []string{"run", "extra"}, want: []string{`"extra"`}},
+		{name: "run without database url", args: []string{"run"}, noDB: true,
+			want: []string{"database url is required", "WALRELAY_DATABASE_URL"}},
+		{name: "migrate without database url", args: []string{"migrate"}, noDB: true,
+			want: []string{"database url is required"}},
+		{name: "bad duration flag", args: []string{"run", "--status-interval=abc"},
+			want: []string{"--status-interval", `"abc"`}},
+		{name: "bad duration env", args: []string{"run"}, env: []string{"WALRELAY_SHUTDOWN_TIMEOUT=abc"},
+			want: []string{"WALRELAY_SHUTDOWN_TIMEOUT", `"abc"`}},
+		{name: "bad number", args: []string{"run", "--max-inflight-events", "many"},
+			want: []string{"--max-inflight-events", `"many"`}},
+		{name: "bad slot", args: []string{"run", "--slot", "Bad-Name"}, want: []string{`slot "Bad-Name"`}},
+		{name: "bad topic template", args: []string{"run", "--topic-template", "x.{nope}"},
+			want: []string{"{nope}", "{aggregate_type}"}},
+		{name: "bad broker address", args: []string{"run", "--kafka-brokers", "nohostport"},
+			want: []string{`"nohostport" is not host:port`}},
+		{name: "bad log level", args: []string{"run", "--log-level", "loud"}, want: []string{"--log-level", `"loud"`}},
+		{name: "keepalive below status interval", args: []string{"run", "--status-interval", "5s", "--keepalive-interval", "1s"},
+			want: []string{"keepalive interval"}},
+		{name: "config file with unknown key", args: []string{"run", "--config", "FILE:slot: fine\nno-such-key: 1\n"},
+			want: []string{`unknown setting "no-such-key"`}},
+		{name: "migrate config file with unknown key", args: []string{"migrate", "--config", "FILE:no-such-key: 1\n"},
+			want: []string{`unknown setting "no-such-key"`}},
+		{name: "config file missing", args: []string{"run", "--config", "/nonexistent/walrelay.yaml"},
+			want: []string{"read config file", "/nonexistent/walrelay.yaml"}},
+		{name: "config file from env missing", args: []string{"run"}, env: []string{"WALRELAY_CONFIG=/nonexistent/walrelay.yaml"},
+			want: []string{"read config file", "/nonexistent/walrelay.yaml"}},
+		{name: "config file bad value", args: []string{"run", "--config", "FILE:status-interval: soon\n"},
+			want: []string{"status-interval", `"soon"`}},
+		{name: "config file not yaml", args: []string{"run", "--config", "FILE:slot: [unclosed\n"},
+			want: []string{"config file"}},
+		{name: "run with unparsable database url", args: []string{"run", "--database-url", badURL},
+			want: []string{"database url", "sslmode"}},
+		{name: "migrate with unparsable database url", args: []string{"migrate", "--database-url", badURL},
+			want: []string{"database url", "sslmode"}},
+		{name: "migrate with a run flag", args: []string{"migrate", "--slot", "x"}, want: []string{"unknown flag: --slot"}},
+		{name: "bad pool setting in database url", args: []string{"run", "--database-url",
+			"postgres://u:s3cr3tpw@127.0.0.1:1/x?pool_max_conns=abc"}, noDB: true, want: []string{"database url", "pool_max_conns"}},
+		{name: "bad sink", args: []string{"run", "--sink", "kinesis"}, want: []string{`sink "kinesis"`}},
+		{name: "demo with no events", args: []string{"demo", "--events", "0"}, want: []string{"--events must be positive"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tw := newTripwire(t)
+			env := baseEnv("WALRELAY_KAFKA_BROKERS="+tw.addr, "WALRELAY_METRICS_ADDR=")
+			if !tc.noDB {
+				env = append(env, "WALRELAY_DATABASE_URL=postgres://u:"+password+"@"+tw.addr+"/x")
+			}
+			env = append(env, tc.env...)
+			args := make([]string, len(tc.args))
+			for i, a := range tc.args {
+				if content, ok := strings.CutPrefix(a, "FILE:"); ok {
+					a = writeFile(t, "walrelay.yaml", content)
+				}
+				args[i] = a
+			}
+
+			res := run(t, 20*time.Second, env, args...)
+			if res.code != 2 {
+				t.Fatalf("exit code %d, want 2\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+			}
+			// Well under the relay's first reconnect backoff (0.5s), let alone the
+			// broker's: nothing was tried and retried.
+			if res.took > 2*time.Second {
+				t.Errorf("took %s to exit 2; a configuration error must be reported at once", res.took)
+			}
+			if n := tw.conns.Load(); n != 0 {
+				t.Errorf("%d connection(s) opened to the database/broker address; want none before the configuration is accepted", n)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(res.stderr, w) {
+					t.Errorf("stderr does not mention %q:\n%s", w, res.stderr)
+				}
+			}
+			if !strings.Contains(res.stderr, "walrelay --help") {
+				t.Errorf("stderr does not point to --help:\n%s", res.stderr)
+			}
+			if strings.Contains(res.stderr+res.stdout, password) {
+				t.Errorf("output contains the database password:\n%s%s", res.stdout, res.stderr)
+			}
+		})
+	}
+}

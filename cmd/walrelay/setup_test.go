@@ -1,0 +1,143 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/pgcluster"
+	"github.com/walrelay/walrelay/internal/testenv"
+)
+
+// TestSetupErrorsExit1 runs the relay against databases it cannot work with: it must
+// exit 1 at once with a message saying what to do, not retry in a loop.
+func TestSetupErrorsExit1(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		// setup returns the database URL to run against and extra flags.
+		setup func(t *testing.T) (string, []string)
+		want  []string
+	}{
+		{
+			name:  "not migrated",
+			setup: func(t *testing.T) (string, []string) { return testenv.Database(t), nil },
+			want:  []string{"outbox_events does not exist", "walrelay migrate"},
+		},
+		{
+			name: "table without payload",
+			setup: func(t *testing.T) (string, []string) {
+				dbURL := testenv.MigratedDatabase(t)
+				execSQL(t, dbURL, `CREATE TABLE bad_outbox (
+					id             UUID        PRIMARY KEY DEFAULT gen_random_uuid(),
+					aggregate_type TEXT        NOT NULL,
+					aggregate_id   TEXT        NOT NULL,
+					event_type     TEXT        NOT NULL,
+					created_at     TIMESTAMPTZ NOT NULL DEFAULT now())`)
+				return dbURL, []string{"--table", "bad_outbox"}
+			},
+			want: []string{"bad_outbox", `"payload"`},
+		},
+		{
+			name: "role without REPLICATION",
+			setup: func(t *testing.T) (string, []string) {
+				dbURL := testenv.MigratedDatabase(t)
+				role := fmt.Sprintf("norepl_%d_%d", os.Getpid(), nameSeq.Add(1))
+				const password = "norepl-pw"
+				execSQL(t, dbURL, "CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'")
+				t.Cleanup(func() {
+					execSQL(t, dbURL, "DROP OWNED BY "+role)
+					execSQL(t, dbURL, "DROP ROLE "+role)
+				})
+				execSQL(t, dbURL, "GRANT ALL ON ALL TABLES IN SCHEMA public TO "+role)
+				execSQL(t, dbURL, "GRANT CREATE ON DATABASE "+databaseName(t, dbURL)+" TO "+role)
+				u, err := url.Parse(dbURL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u.User = url.UserPassword(role, password)
+				return u.String(), nil
+			},
+			want: []string{"lacks the REPLICATION attribute", "WITH REPLICATION"},
+		},
+		{
+			name: "wal_level replica",
+			setup: func(t *testing.T) (string, []string) {
+				testenv.Database(t) // skips (or fails under CI) like every test when PostgreSQL is missing
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				c, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"wal_level": "replica"}})
+				if err != nil {
+					t.Fatalf("start a wal_level=replica cluster: %v", err)
+				}
+				t.Cleanup(func() { _ = c.Close() })
+				return c.URL("postgres"), nil
+			},
+			want: []string{"wal_level is replica", "wal_level = logical", "restart"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL, args := tc.setup(t)
+			kafka := testenv.Kafka(t)
+			args = append([]string{"run", "--slot", slotName(t, "")}, args...)
+			p := startProc(t, "relay", relayEnv(dbURL, kafka.ListenAddrs()), args...)
+			// The setup is checked right after the broker answers; a relay retrying
+			// would back off and never exit.
+			if code := p.wait(30 * time.Second); code != 1 {
+				t.Fatalf("exit code %d, want 1", code)
+			}
+			out := p.output.String()
+			last := lastLine(out)
+			if !strings.HasPrefix(last, "walrelay: ") {
+				t.Errorf("the last line of stderr should be the error, got %q", last)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(last, w) {
+					t.Errorf("error %q does not mention %q", last, w)
+				}
+			}
+			if strings.Contains(out, "reconnecting") {
+				t.Errorf("the relay retried a setup error instead of exiting")
+			}
+			if strings.Contains(out, "panic") || strings.Contains(out, "goroutine ") {
+				t.Errorf("the relay crashed instead of exiting cleanly")
+			}
+		})
+	}
+}
+
+func execSQL(t *testing.T, dbURL, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func databaseName(t *testing.T, dbURL string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
