@@ -329,13 +329,19 @@ func jitter(d time.Duration) time.Duration {
 // errorf is fmt.Errorf, named for the step that failed.
 func errorf(step string, err error) error { return fmt.Errorf("%s: %w", step, err) }
 
-// checkTable checks the outbox table, retrying while the database is unreachable.
+// checkTable checks the server (stream mode) and the outbox table, retrying while the
+// database is unreachable.
 func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 	delay := r.cfg.ReconnectMin
 	for {
 		conn, err := pool.Acquire(ctx)
 		if err == nil {
-			err = replication.CheckTable(ctx, conn.Conn(), r.cfg.Table)
+			if r.cfg.Mode == ModeStream {
+				err = replication.CheckServer(ctx, conn.Conn())
+			}
+			if err == nil {
+				err = replication.CheckTable(ctx, conn.Conn(), r.cfg.Table)
+			}
 			conn.Release()
 		}
 		if err == nil || permanent(err) || ctx.Err() != nil {

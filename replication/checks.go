@@ -62,12 +62,27 @@ func SplitTable(table string) (schema, name string) {
 // creates the publication when it is missing. Problems come back as *SetupError
 // naming the fix.
 func Preflight(ctx context.Context, conn *pgx.Conn, table, publication, slot string) (SlotState, error) {
+	if err := CheckServer(ctx, conn); err != nil {
+		return SlotState{}, err
+	}
+	if err := CheckTable(ctx, conn, table); err != nil {
+		return SlotState{}, err
+	}
+	if err := ensurePublication(ctx, conn, table, publication); err != nil {
+		return SlotState{}, err
+	}
+	return slotState(ctx, conn, slot)
+}
+
+// CheckServer checks that the server can stream: wal_level = logical, and a role
+// with the REPLICATION attribute.
+func CheckServer(ctx context.Context, conn *pgx.Conn) error {
 	var walLevel string
 	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&walLevel); err != nil {
-		return SlotState{}, fmt.Errorf("read wal_level: %w", err)
+		return fmt.Errorf("read wal_level: %w", err)
 	}
 	if walLevel != "logical" {
-		return SlotState{}, setupErrorf("wal_level is %s; set wal_level = logical in postgresql.conf "+
+		return setupErrorf("wal_level is %s; set wal_level = logical in postgresql.conf "+
 			"(or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL", walLevel)
 	}
 
@@ -76,20 +91,13 @@ func Preflight(ctx context.Context, conn *pgx.Conn, table, publication, slot str
 	if err := conn.QueryRow(ctx,
 		"SELECT rolname, rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user",
 	).Scan(&role, &canReplicate); err != nil {
-		return SlotState{}, fmt.Errorf("read role attributes: %w", err)
+		return fmt.Errorf("read role attributes: %w", err)
 	}
 	if !canReplicate {
-		return SlotState{}, setupErrorf("role %s lacks the REPLICATION attribute; as a superuser run "+
-			"ALTER ROLE %s WITH REPLICATION", role, pgx.Identifier{role}.Sanitize())
+		return setupErrorf("role %s lacks the REPLICATION attribute; as a superuser run "+
+			"ALTER ROLE %s WITH REPLICATION (or use --mode poll)", role, pgx.Identifier{role}.Sanitize())
 	}
-
-	if err := CheckTable(ctx, conn, table); err != nil {
-		return SlotState{}, err
-	}
-	if err := ensurePublication(ctx, conn, table, publication); err != nil {
-		return SlotState{}, err
-	}
-	return slotState(ctx, conn, slot)
+	return nil
 }
 
 // CheckTable checks that the outbox table exists with the columns the relay reads.
