@@ -12,6 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
@@ -229,4 +232,50 @@ func pollUntil(timeout time.Duration, cond func() bool) bool {
 		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
 	}
 	return true
+}
+
+// A relay whose slot lag grows while its confirmed LSN stands still is stalled: the
+// gauge says so, /readyz fails and an error is logged; all of it clears once events
+// flow again.
+func TestStallDetection(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	reg := prometheus.NewRegistry()
+	addr := freeAddr(t)
+	rn := start(t, dbURL, broker, "stall", func(c *relay.Config) {
+		c.Registry, c.MetricsAddr = reg, addr
+		c.StatsInterval = 100 * time.Millisecond
+		c.StallTimeout = time.Second
+	})
+	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK, "streaming")
+
+	fault := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	writer := testenv.Connect(t, dbURL)
+	go func() { // keep the WAL, and so the lag, growing
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := writer.Exec(context.Background(), `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+				SELECT 'order', 'st', 'stuck', jsonb_build_object('pad', repeat('x', 500)) FROM generate_series(1, 50)`); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	waitHTTP(t, "http://"+addr+"/readyz", http.StatusServiceUnavailable, "stalled")
+	if got := testutil.ToFloat64(gauge(t, reg, "walrelay_stalled")); got != 1 {
+		t.Fatalf("walrelay_stalled = %v, want 1", got)
+	}
+	if !rn.waitLog(5*time.Second, "relay stalled") {
+		t.Fatal("no error logged for the stall")
+	}
+	fault.Remove()
+	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK, "streaming")
 }
