@@ -11,8 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -50,6 +53,7 @@ type Config struct {
 type Sink struct {
 	client  *kgo.Client
 	topic   sink.Template
+	topics  topicCache
 	lastAck atomic.Int64 // unix nanoseconds of the newest acknowledgement
 }
 
@@ -95,29 +99,75 @@ func New(cfg Config) (*Sink, error) {
 
 // Publish produces one record; see sink.Sink.
 func (s *Sink) Publish(e *outbox.Event, done func(error)) {
-	rec := &kgo.Record{
-		Topic: s.topic.Render(e),
-		Key:   []byte(e.AggregateID),
-		Value: e.Payload,
-		Headers: []kgo.RecordHeader{
-			{Key: "id", Value: []byte(e.ID)},
-			{Key: "event_type", Value: []byte(e.EventType)},
-			{Key: "aggregate_type", Value: []byte(e.AggregateType)},
-			{Key: "aggregate_id", Value: []byte(e.AggregateID)},
-			{Key: "created_at", Value: e.CreatedAt.UTC().AppendFormat(nil, time.RFC3339Nano)},
-		},
-	}
 	// The background context: a record must not fail because the caller is stopping;
 	// the relay's window keeps the buffer from filling, so this does not block.
-	produced := time.Now().UnixNano()
-	s.client.Produce(context.Background(), rec, func(_ *kgo.Record, err error) {
-		if err == nil {
-			s.lastAck.Store(time.Now().UnixNano())
-			done(nil)
-			return
-		}
-		done(s.classify(err, produced))
-	})
+	s.client.Produce(context.Background(), &s.newRecord(e, done).Record, s.promise)
+}
+
+// record is a kgo.Record with room for its headers and what the promise needs, so
+// that an event costs one allocation here. Record must stay the first field: the
+// promise gets the *kgo.Record back and finds its record from it.
+type record struct {
+	kgo.Record
+	headers  [5]kgo.RecordHeader
+	created  [len(time.RFC3339Nano) + 8]byte
+	done     func(error)
+	produced int64
+}
+
+// newRecord builds the record for e. Keys and header values share e's memory
+// instead of copying it: franz-go only reads them, and the event outlives the
+// record's promise.
+func (s *Sink) newRecord(e *outbox.Event, done func(error)) *record {
+	r := &record{done: done, produced: time.Now().UnixNano()}
+	r.headers = [5]kgo.RecordHeader{
+		{Key: "id", Value: bytesOf(e.ID)},
+		{Key: "event_type", Value: bytesOf(e.EventType)},
+		{Key: "aggregate_type", Value: bytesOf(e.AggregateType)},
+		{Key: "aggregate_id", Value: bytesOf(e.AggregateID)},
+		{Key: "created_at", Value: e.CreatedAt.UTC().AppendFormat(r.created[:0], time.RFC3339Nano)},
+	}
+	r.Topic = s.topics.render(s.topic, e)
+	r.Key = bytesOf(e.AggregateID)
+	r.Value = e.Payload
+	r.Headers = r.headers[:]
+	return r
+}
+
+// promise is the one callback every record shares.
+func (s *Sink) promise(kr *kgo.Record, err error) {
+	r := (*record)(unsafe.Pointer(kr))
+	if err == nil {
+		s.lastAck.Store(time.Now().UnixNano())
+		r.done(nil)
+		return
+	}
+	r.done(s.classify(err, r.produced))
+}
+
+// bytesOf views a string's bytes without copying; the bytes must not be changed.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// topicCache keeps rendered topic names, so the usual handful of aggregate and
+// event types cost no allocation per event. It is used by Publish's single caller.
+type topicCache struct {
+	mu sync.Mutex
+	m  map[[2]string]string
+}
+
+func (c *topicCache) render(t sink.Template, e *outbox.Event) string {
+	key := [2]string{e.AggregateType, e.EventType}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if topic, ok := c.m[key]; ok {
+		return topic
+	}
+	topic := t.Render(e)
+	if c.m == nil || len(c.m) > 10000 { // bounded: names that never repeat are not cached for ever
+		c.m = make(map[[2]string]string)
+	}
+	c.m[[2]string{strings.Clone(key[0]), strings.Clone(key[1])}] = topic
+	return topic
 }
 
 // classify tells a failure of this record from a failure of the broker: errors the
