@@ -59,6 +59,8 @@ type Decoder struct {
 	// value means the OID was described and belongs to another table; an
 	// absent key means no Relation message named it yet.
 	rels map[uint32]*relation
+
+	slab []byte // where events' bytes are carved from; see carve
 }
 
 // New returns a decoder for inserts into schema.table (e.g. "public", "outbox_events").

@@ -102,8 +102,8 @@ func readTuple(r *reader, rel *relation) (spans [numFields]span, err error) {
 }
 
 // fill checks the outbox columns and copies them into ev. All string bytes
-// go into one new buffer, so an insert costs one allocation and ev shares
-// nothing with data.
+// go into one piece of the decoder's current slab, so ev shares nothing with
+// data and an insert costs no allocation of its own.
 func (d *Decoder) fill(data []byte, spans *[numFields]span, ev *outbox.Event) error {
 	for f := range numFields {
 		switch spans[f].kind {
@@ -124,7 +124,7 @@ func (d *Decoder) fill(data []byte, spans *[numFields]span, ev *outbox.Event) er
 	for f := range fieldCreatedAt {
 		total += spans[f].n
 	}
-	buf := make([]byte, total)
+	buf := d.carve(total)
 	off := 0
 	take := func(f int) (int, int) {
 		s := spans[f]
@@ -169,4 +169,22 @@ func quoteValue(b []byte) string {
 		return strconv.Quote(string(b[:max])) + "..."
 	}
 	return strconv.Quote(string(b))
+}
+
+// slabSize is the unit events are carved from: one allocation serves a few hundred
+// typical events, and a slab is freed by the garbage collector once none of its
+// events is referenced.
+const slabSize = 64 << 10
+
+// carve returns n bytes no other event uses.
+func (d *Decoder) carve(n int) []byte {
+	if n > slabSize/4 {
+		return make([]byte, n) // large events get their own memory
+	}
+	if len(d.slab)+n > cap(d.slab) {
+		d.slab = make([]byte, 0, slabSize)
+	}
+	start := len(d.slab)
+	d.slab = d.slab[:start+n]
+	return d.slab[start : start+n : start+n]
 }
