@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,12 +20,33 @@ import (
 func BenchmarkOnPublish(b *testing.B) {
 	for _, mode := range []poller.OnPublish{poller.None, poller.Mark, poller.Delete} {
 		b.Run(string(mode), func(b *testing.B) {
+			benchStream(b, "bench_"+string(mode), func(c *relay.Config) { c.OnPublish = mode })
+		})
+	}
+}
+
+// BenchmarkDelivery compares the stream's throughput with at-least-once and
+// exactly-once delivery (Kafka transactions), in one run.
+func BenchmarkDelivery(b *testing.B) {
+	for _, d := range []relay.Delivery{relay.AtLeastOnce, relay.ExactlyOnce} {
+		b.Run(string(d), func(b *testing.B) {
+			benchStream(b, "bench_"+strings.ReplaceAll(string(d), "-", "_"), func(c *relay.Config) { c.Delivery = d })
+		})
+	}
+}
+
+// benchStream streams b.N events through a relay configured by tweak and reports
+// events/s and WAL bytes per event.
+func benchStream(b *testing.B, slot string, tweak func(*relay.Config)) {
+	{
+		{
 			dbURL := testenv.MigratedDatabase(b)
 			broker := testenv.Kafka(b)
 			conn := testenv.Connect(b, dbURL)
 			cfg := relay.DefaultConfig()
-			cfg.DatabaseURL, cfg.KafkaBrokers, cfg.OnPublish = dbURL, broker.ListenAddrs(), mode
-			cfg.Slot = "bench_" + string(mode)
+			cfg.DatabaseURL, cfg.KafkaBrokers = dbURL, broker.ListenAddrs()
+			cfg.Slot = slot
+			tweak(&cfg)
 			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			r, err := relay.New(cfg)
 			if err != nil {
@@ -59,6 +81,6 @@ func BenchmarkOnPublish(b *testing.B) {
 			wal := testenv.CurrentLSN(b, conn) - before
 			b.ReportMetric(float64(wal)/float64(b.N), "WAL-B/event")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-		})
+		}
 	}
 }

@@ -69,6 +69,11 @@ type Config struct {
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
 
+	// Delivery is AtLeastOnce (the default) or ExactlyOnce (Kafka transactions with
+	// the stream position in ProgressTopic; Kafka sink, stream mode).
+	Delivery      Delivery
+	ProgressTopic string
+
 	// Mode is ModeStream (logical replication, the default) or ModePoll (the
 	// FOR UPDATE SKIP LOCKED poller alone, for databases that cannot replicate).
 	Mode Mode
@@ -131,6 +136,8 @@ func DefaultConfig() Config {
 		Publication:       "walrelay",
 		TopicTemplate:     kafka.DefaultTopicTemplate,
 		SinkKind:          SinkKafka,
+		Delivery:          AtLeastOnce,
+		ProgressTopic:     "walrelay.progress",
 		NATS:              nats.DefaultConfig(),
 		RabbitMQ:          rabbitmq.DefaultConfig(),
 		Redis:             redis.DefaultConfig(),
@@ -219,6 +226,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxInFlightBytes <= 0 {
 		add("max in-flight bytes must be positive, got %d", c.MaxInFlightBytes)
+	}
+	if err := c.validateDelivery(); err != nil {
+		add("%w", err)
 	}
 	if c.Mode != ModeStream && c.Mode != ModePoll {
 		add("mode %q: want stream or poll", c.Mode)

@@ -40,6 +40,10 @@ func TestValidate(t *testing.T) {
 		{"none in poll mode", func(c *relay.Config) { c.Mode, c.OnPublish = relay.ModePoll, poller.None }, "needs mode stream"},
 		{"no attempts", func(c *relay.Config) { c.Retry.MaxAttempts = 0 }, "max attempts"},
 		{"bad metrics addr", func(c *relay.Config) { c.MetricsAddr = "9731" }, "metrics address"},
+		{"exactly-once", func(c *relay.Config) { c.Delivery = relay.ExactlyOnce }, ""},
+		{"exactly-once in poll mode", func(c *relay.Config) { c.Delivery, c.Mode = relay.ExactlyOnce, relay.ModePoll }, "exactly-once needs"},
+		{"exactly-once to redis", func(c *relay.Config) { c.Delivery, c.SinkKind = relay.ExactlyOnce, relay.SinkRedis }, "exactly-once needs"},
+		{"bad delivery", func(c *relay.Config) { c.Delivery = "at-most-once" }, "delivery"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()

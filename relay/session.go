@@ -77,7 +77,15 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 
 	schema, table := replication.SplitTable(r.cfg.Table)
 	wm := replication.NewWatermark(r.window, start)
-	p := &pipeline{dec: decoder.New(schema, table), wm: wm, pub: r.publisher(snk, bk)}
+	var h replication.Handler = &pipeline{dec: decoder.New(schema, table), wm: wm, pub: r.publisher(snk, bk)}
+	if r.cfg.Delivery == ExactlyOnce {
+		eo, closeTx, err := r.exactlyOnce(ctx, wm, decoder.New(schema, table), r.publisher(snk, bk))
+		if err != nil {
+			return err
+		}
+		defer closeTx()
+		h = eo
+	}
 	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "table", r.cfg.Table,
 		"from_lsn", start.String())
 	return rc.Stream(ctx, replication.StreamConfig{
@@ -95,7 +103,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 			r.metrics.confirmedLSN.Set(float64(lsn))
 			r.metrics.lastConfirm.SetToCurrentTime()
 		},
-	}, wm, p)
+	}, wm, h)
 }
 
 // slotReplaced reports loudly that a slot is being replaced and what that means for
@@ -173,6 +181,8 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 	}
 	return nil
 }
+
+func (p *pipeline) Tick(context.Context) error { return nil }
 
 // Drain waits for the broker's acks, then for their bookkeeping.
 func (p *pipeline) Drain(ctx context.Context) error {

@@ -59,10 +59,25 @@ func (c *Config) redisConfig() redis.Config {
 	return r
 }
 
+// kafkaConfig is the Kafka client configuration, shared by the sink and the
+// exactly-once producer.
+func (r *Relay) kafkaConfig() kafka.Config {
+	return kafka.Config{
+		Brokers:       r.cfg.KafkaBrokers,
+		TopicTemplate: r.cfg.TopicTemplate,
+		// Above the window: Publish must never block inside franz-go.
+		MaxBufferedEvents: 2*r.cfg.MaxInFlightEvents + r.cfg.PollBatchSize + 1000,
+		MaxBufferedBytes:  int(2*r.cfg.MaxInFlightBytes) + 16<<20,
+		MaxMessageBytes:   r.cfg.MaxMessageBytes,
+		EventTimeout:      r.cfg.EventTimeout,
+		Security:          r.cfg.KafkaSecurity,
+		Opts:              r.cfg.KafkaOpts,
+	}
+}
+
 // newSink builds the configured broker client. Clients that must reach their broker
 // to start (RabbitMQ) are retried with backoff until ctx ends.
 func (r *Relay) newSink(ctx context.Context) (sink.Sink, error) {
-	buffered := 2*r.cfg.MaxInFlightEvents + r.cfg.PollBatchSize + 1000
 	build := func() (sink.Sink, error) {
 		switch r.cfg.SinkKind {
 		case SinkNATS:
@@ -72,20 +87,10 @@ func (r *Relay) newSink(ctx context.Context) (sink.Sink, error) {
 			return rabbitmq.New(r.cfg.RabbitMQ)
 		case SinkRedis:
 			rc := r.cfg.redisConfig()
-			rc.MaxBufferedEvents = max(rc.MaxBufferedEvents, buffered)
+			rc.MaxBufferedEvents = max(rc.MaxBufferedEvents, r.kafkaConfig().MaxBufferedEvents)
 			return redis.New(rc)
 		}
-		return kafka.New(kafka.Config{
-			Brokers:       r.cfg.KafkaBrokers,
-			TopicTemplate: r.cfg.TopicTemplate,
-			// Above the window: Publish must never block inside franz-go.
-			MaxBufferedEvents: buffered,
-			MaxBufferedBytes:  int(2*r.cfg.MaxInFlightBytes) + 16<<20,
-			MaxMessageBytes:   r.cfg.MaxMessageBytes,
-			EventTimeout:      r.cfg.EventTimeout,
-			Security:          r.cfg.KafkaSecurity,
-			Opts:              r.cfg.KafkaOpts,
-		})
+		return kafka.New(r.kafkaConfig())
 	}
 	delay := r.cfg.ReconnectMin
 	for {

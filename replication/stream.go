@@ -14,10 +14,12 @@ import (
 )
 
 // Handler consumes the stream. HandleWAL gets each pgoutput message in stream order;
-// data is valid only during the call. Drain waits until the events handed to the
-// broker have settled, or ctx ends.
+// data is valid only during the call. Tick is called every StatusInterval, before the
+// confirmable LSN is computed, also while reading is paused. Drain waits until the
+// events handed to the broker have settled, or ctx ends.
 type Handler interface {
 	HandleWAL(ctx context.Context, data []byte) error
+	Tick(ctx context.Context) error
 	Drain(ctx context.Context) error
 }
 
@@ -94,6 +96,9 @@ func (s *stream) run(ctx context.Context) error {
 			return s.shutdown()
 		}
 		if now := time.Now(); !now.Before(nextStatus) {
+			if err := s.h.Tick(ctx); err != nil {
+				return err
+			}
 			if err := s.sendStatus(false); err != nil {
 				return err
 			}

@@ -119,6 +119,10 @@ type record struct {
 // instead of copying it: franz-go only reads them, and the event outlives the
 // record's promise.
 func (s *Sink) newRecord(e *outbox.Event, done func(error)) *record {
+	return s.newRecordWith(&s.topics, e, done)
+}
+
+func (s *Sink) newRecordWith(topics *topicCache, e *outbox.Event, done func(error)) *record {
 	r := &record{done: done, produced: time.Now().UnixNano()}
 	r.headers = [5]kgo.RecordHeader{
 		{Key: "id", Value: bytesOf(e.ID)},
@@ -127,7 +131,7 @@ func (s *Sink) newRecord(e *outbox.Event, done func(error)) *record {
 		{Key: "aggregate_id", Value: bytesOf(e.AggregateID)},
 		{Key: "created_at", Value: e.CreatedAt.UTC().AppendFormat(r.created[:0], time.RFC3339Nano)},
 	}
-	r.Topic = s.topics.render(s.topic, e)
+	r.Topic = topics.render(s.topic, e)
 	r.Key = bytesOf(e.AggregateID)
 	r.Value = e.Payload
 	r.Headers = r.headers[:]

@@ -1,0 +1,283 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// Position is how far a slot's events are committed to Kafka: every event of every
+// transaction whose commit LSN is below LSN, and the first Events events of the
+// transaction at LSN (Events < 0: all of them).
+type Position struct {
+	LSN    pglogrepl.LSN
+	Events int
+}
+
+// Covers reports whether event index idx of the transaction committing at lsn is
+// committed at or before p.
+func (p Position) Covers(lsn pglogrepl.LSN, idx int) bool {
+	return lsn < p.LSN || lsn == p.LSN && (p.Events < 0 || idx < p.Events)
+}
+
+func (p Position) String() string {
+	if p.Events < 0 {
+		return p.LSN.String() + "/all"
+	}
+	return p.LSN.String() + "/" + strconv.Itoa(p.Events)
+}
+
+func parsePosition(s string) (Position, error) {
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return Position{}, fmt.Errorf("progress record %q: want LSN/events", s)
+	}
+	lsn, err := pglogrepl.ParseLSN(s[:i])
+	if err != nil {
+		return Position{}, fmt.Errorf("progress record %q: %w", s, err)
+	}
+	if s[i+1:] == "all" {
+		return Position{LSN: lsn, Events: -1}, nil
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil || n < 0 {
+		return Position{}, fmt.Errorf("progress record %q: bad event count", s)
+	}
+	return Position{LSN: lsn, Events: n}, nil
+}
+
+// Transactional produces events in Kafka transactions, each ending with a record of
+// the stream position in a compacted progress topic, so that the events and the
+// position become visible together or not at all (as Kafka Connect's exactly-once
+// source support does). One Transactional serves one replication session: a new
+// one bumps the producer epoch, which aborts what an earlier or zombie instance left
+// open and fences it out.
+type Transactional struct {
+	client   *kgo.Client
+	topic    sink.Template
+	topics   topicCache
+	progress string
+	key      []byte
+
+	inTxn bool
+	mu    sync.Mutex
+	err   error // first produce error of the open transaction
+}
+
+// NewTransactional connects a transactional producer with a transactional id
+// derived from the slot.
+func NewTransactional(cfg Config, slot, progressTopic string) (*Transactional, error) {
+	tmpl, err := sink.ParseTemplate(cfg.TopicTemplate)
+	if err != nil {
+		return nil, err
+	}
+	secOpts, err := cfg.Security.Opts()
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.TransactionalID("walrelay-" + slot),
+		kgo.TransactionTimeout(time.Minute),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.AllowAutoTopicCreation(),
+		kgo.ClientID("walrelay"),
+	}, secOpts...)
+	if cfg.MaxMessageBytes > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)))
+	}
+	if cfg.MaxBufferedEvents > 0 {
+		opts = append(opts, kgo.MaxBufferedRecords(cfg.MaxBufferedEvents))
+	}
+	client, err := kgo.NewClient(append(opts, cfg.Opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka transactional client: %w", err)
+	}
+	return &Transactional{client: client, topic: tmpl, progress: progressTopic, key: []byte(slot)}, nil
+}
+
+// Close aborts an open transaction and closes the client.
+func (t *Transactional) Close() {
+	if t.inTxn {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = t.client.AbortBufferedRecords(ctx)
+		_ = t.client.EndTransaction(ctx, kgo.TryAbort)
+		cancel()
+	}
+	t.client.Close()
+}
+
+// EnsureProgressTopic creates the compacted, single-partition progress topic when
+// it does not exist.
+func (t *Transactional) EnsureProgressTopic(ctx context.Context) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	topic := kmsg.NewCreateTopicsRequestTopic()
+	topic.Topic = t.progress
+	topic.NumPartitions = 1
+	topic.ReplicationFactor = -1
+	policy := "compact"
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	cfg.Name, cfg.Value = "cleanup.policy", &policy
+	topic.Configs = append(topic.Configs, cfg)
+	req.Topics = append(req.Topics, topic)
+	req.TimeoutMillis = 10000
+	resp, err := req.RequestWith(ctx, t.client)
+	if err != nil {
+		return fmt.Errorf("create progress topic %s: %w", t.progress, err)
+	}
+	for _, tr := range resp.Topics {
+		if err := kerr.ErrorForCode(tr.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create progress topic %s: %w", t.progress, err)
+		}
+	}
+	return nil
+}
+
+// ReadProgress reads the slot's last committed position from the progress topic,
+// seeing only committed transactions. ok is false when there is none.
+func (t *Transactional) ReadProgress(ctx context.Context, seeds []string, opts ...kgo.Opt) (pos Position, ok bool, err error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t.progress: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200 * time.Millisecond),
+		// Transaction markers occupy the partition's last offsets: keeping them is how
+		// the reader knows it reached the end.
+		kgo.KeepControlRecords()}, opts...)...)
+	if err != nil {
+		return pos, false, fmt.Errorf("progress reader: %w", err)
+	}
+	defer cl.Close()
+	end, err := t.stableEnd(ctx, cl)
+	if err != nil {
+		return pos, false, err
+	}
+	next := int64(0)
+	for next < end {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return pos, false, fmt.Errorf("read progress topic %s: %w", t.progress, err)
+		}
+		for _, fe := range fetches.Errors() {
+			return pos, false, fmt.Errorf("read progress topic %s: %w", t.progress, fe.Err)
+		}
+		var perr error
+		fetches.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if !r.Attrs.IsControl() && string(r.Key) == string(t.key) && perr == nil {
+				pos, perr = parsePosition(string(r.Value))
+				ok = perr == nil
+			}
+		})
+		if perr != nil {
+			return pos, false, perr
+		}
+	}
+	return pos, ok, nil
+}
+
+// stableEnd is the progress partition's last stable offset: what read-committed
+// readers can reach.
+func (t *Transactional) stableEnd(ctx context.Context, cl *kgo.Client) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = 1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = t.progress
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = 0, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("progress topic end offset: %w", err)
+	}
+	for _, tr := range resp.Topics {
+		for _, pr := range tr.Partitions {
+			if err := kerr.ErrorForCode(pr.ErrorCode); err != nil {
+				return 0, fmt.Errorf("progress topic end offset: %w", err)
+			}
+			return pr.Offset, nil
+		}
+	}
+	return 0, errors.New("progress topic end offset: no partition in the answer")
+}
+
+// Produce adds e to the open transaction, beginning one when needed.
+func (t *Transactional) Produce(e *outbox.Event) error {
+	if !t.inTxn {
+		if err := t.client.BeginTransaction(); err != nil {
+			return fmt.Errorf("begin kafka transaction: %w", err)
+		}
+		t.inTxn = true
+	}
+	r := (&Sink{topic: t.topic}).newRecordWith(&t.topics, e, nil)
+	t.client.Produce(context.Background(), &r.Record, t.promise)
+	return nil
+}
+
+func (t *Transactional) promise(kr *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	t.mu.Lock()
+	if t.err == nil {
+		t.err = err
+	}
+	t.mu.Unlock()
+}
+
+// InTransaction reports whether events were produced since the last commit.
+func (t *Transactional) InTransaction() bool { return t.inTxn }
+
+// Commit writes pos to the progress topic in the open transaction and commits it.
+// After an error the Transactional is unusable: close it and start a new session.
+func (t *Transactional) Commit(ctx context.Context, pos Position) error {
+	if !t.inTxn {
+		return nil
+	}
+	t.client.Produce(context.Background(), &kgo.Record{Topic: t.progress, Key: t.key, Value: []byte(pos.String())}, t.promise)
+	if err := t.client.Flush(ctx); err != nil {
+		return fmt.Errorf("flush kafka transaction: %w", err)
+	}
+	t.mu.Lock()
+	produceErr := t.err
+	t.mu.Unlock()
+	if produceErr != nil {
+		return fmt.Errorf("kafka transaction: a record failed: %w", produceErr)
+	}
+	if err := t.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("commit kafka transaction at %s: %w", pos, err)
+	}
+	t.inTxn = false
+	return nil
+}
+
+// Fence initialises the producer id with an empty, aborted transaction: the epoch
+// bump aborts what an earlier producer of the same transactional id left open and
+// makes any zombie of it fail, before the progress is read.
+func (t *Transactional) Fence(ctx context.Context) error {
+	if err := t.client.BeginTransaction(); err != nil {
+		return fmt.Errorf("fence: begin kafka transaction: %w", err)
+	}
+	t.client.Produce(context.Background(), &kgo.Record{Topic: t.progress, Key: []byte("walrelay-fence")}, t.promise)
+	if err := t.client.Flush(ctx); err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	if err := t.client.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("fence: abort kafka transaction: %w", err)
+	}
+	t.mu.Lock()
+	t.err = nil // the fence record's outcome does not matter
+	t.mu.Unlock()
+	return nil
+}
