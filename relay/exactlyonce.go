@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -38,7 +39,8 @@ type eoPipeline struct {
 	wm       *replication.Watermark
 	tx       *kafka.Transactional
 	done     kafka.Position // committed by earlier sessions
-	pub      publisher      // for rows that can never become events
+	pub      publisher      // bookkeeping: marks, dead letters, handovers
+	handOver *sync.Map      // event id -> error: events to give the poller, kept across sessions
 	interval time.Duration
 	maxBatch int
 
@@ -83,6 +85,16 @@ func (p *eoPipeline) HandleWAL(ctx context.Context, data []byte) error {
 			p.settleAcked(&ev, txn, size)
 			return nil
 		}
+		if reason, ok := p.handOver.Load(ev.ID); ok {
+			// It poisoned an earlier Kafka transaction: record the failed attempt for
+			// the poller (at least once from there) and leave it out.
+			p.handOver.Delete(ev.ID)
+			e := ev
+			p.pub.bk.Record(poller.Outcome{Event: &e, Err: reason.(error), LSN: p.lsn.String(), Settle: func(err error) {
+				txn.Done(size, err)
+			}})
+			return nil
+		}
 		if err := p.tx.Produce(&ev); err != nil {
 			txn.Done(size, err)
 			return err
@@ -111,6 +123,9 @@ func (p *eoPipeline) commit() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := p.tx.Commit(ctx, kafka.Position{LSN: p.lsn, Events: p.idx})
+	for id, reason := range p.tx.Poisoned() {
+		p.handOver.Store(id, reason) // the next session hands it over and commits the rest
+	}
 	for _, b := range p.batch {
 		if err != nil {
 			b.txn.Done(b.size, err)
@@ -181,7 +196,7 @@ func (r *Relay) exactlyOnce(ctx context.Context, wm *replication.Watermark, dec 
 	if ok {
 		r.log.Info("exactly-once: events up to this position are in Kafka already", "slot", r.cfg.Slot, "position", pos.String())
 	}
-	return &eoPipeline{dec: dec, wm: wm, tx: tx, done: pos, pub: pub, interval: r.cfg.StatusInterval,
+	return &eoPipeline{dec: dec, wm: wm, tx: tx, done: pos, pub: pub, handOver: &r.eoHandOver, interval: r.cfg.StatusInterval,
 		maxBatch: max(1, r.cfg.MaxInFlightEvents/2)}, tx.Close, nil
 }
 

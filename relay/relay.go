@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,7 @@ type Relay struct {
 	stalled        atomic.Bool
 	standby        atomic.Bool // waiting for another instance to release the slot
 	lostLeadership atomic.Bool // the last session ended because the lock's connection died
+	eoHandOver     sync.Map    // exactly-once: ids of events that poisoned a Kafka transaction
 }
 
 // New validates cfg and returns a relay. It opens no connection.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -285,5 +286,59 @@ func TestUnmappableRowIsDeadLettered(t *testing.T) {
 				t.Fatal("the unmappable row was published")
 			}
 		})
+	}
+}
+
+// Exactly-once delivery with a poison event: the event is handed to the poller and
+// ends as a dead letter; every healthy event, including those of its transaction,
+// is seen exactly once by a read_committed consumer.
+func TestExactlyOncePoisonEvent(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
+	conn := testenv.Connect(t, dbURL)
+	start(t, dbURL, broker, "eo_poison", fastRetries, func(c *relay.Config) { c.Delivery = relay.ExactlyOnce })
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	ctx := context.Background()
+
+	var healthy []outbox.Event
+	healthy = append(healthy, testenv.WriteTx(t, conn, aggregates("eop", 10), "before", 100, false)...)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		ev := outbox.Event{AggregateType: "order", AggregateID: fmt.Sprintf("same-tx-%d", i), EventType: "healthy", Payload: []byte(`{}`)}
+		if err := outbox.Write(ctx, tx, &ev); err != nil {
+			t.Fatal(err)
+		}
+		healthy = append(healthy, ev)
+	}
+	poison := outbox.Event{AggregateType: "order", AggregateID: "poison", EventType: "huge",
+		Payload: []byte(`{"blob": "` + strings.Repeat("x", 1_500_000) + `"}`)}
+	if err := outbox.Write(ctx, tx, &poison); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	healthy = append(healthy, testenv.WriteTx(t, conn, aggregates("eop", 10), "after", 100, false)...)
+
+	if !consumer.WaitDistinct(time.Minute, len(healthy)) {
+		t.Fatalf("healthy events: %d of %d", consumer.Distinct(), len(healthy))
+	}
+	waitFor(t, time.Minute, "the poison event in outbox_dead_letters", func() bool {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_dead_letters WHERE id = $1", poison.ID).Scan(&n)
+		return err == nil && n == 1
+	})
+	marker := testenv.WriteTx(t, conn, []string{"m"}, "marker", 1, false)[0]
+	if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(marker.ID) > 0 }) {
+		t.Fatal("marker not delivered")
+	}
+	for _, ev := range healthy {
+		if n := consumer.Count(ev.ID); n != 1 {
+			t.Errorf("healthy event %s seen %d times", ev.ID, n)
+		}
 	}
 }

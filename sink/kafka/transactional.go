@@ -71,9 +71,10 @@ type Transactional struct {
 	progress string
 	key      []byte
 
-	inTxn bool
-	mu    sync.Mutex
-	err   error // first produce error of the open transaction
+	inTxn  bool
+	mu     sync.Mutex
+	err    error            // first produce error of the open transaction
+	poison map[string]error // event id -> error, for records that failed on their own
 }
 
 // NewTransactional connects a transactional producer with a transactional id
@@ -229,11 +230,27 @@ func (t *Transactional) promise(kr *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
+	var kErr *kerr.Error
+	poisoned := errors.As(err, &kErr) && !kErr.Retriable || errors.Is(err, kerr.UnknownTopicOrPartition)
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.err == nil {
 		t.err = err
 	}
-	t.mu.Unlock()
+	if poisoned && len(kr.Headers) > 0 && kr.Headers[0].Key == "id" {
+		if t.poison == nil {
+			t.poison = make(map[string]error)
+		}
+		t.poison[string(kr.Headers[0].Value)] = &sink.EventError{Err: err}
+	}
+}
+
+// Poisoned returns the events of the failed transaction that failed on their own
+// (too large, invalid or forbidden topic): they will fail again in any transaction.
+func (t *Transactional) Poisoned() map[string]error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.poison
 }
 
 // InTransaction reports whether events were produced since the last commit.
