@@ -39,6 +39,12 @@
 //   - Bookkeeping before confirmation: with OnPublish mark or delete, an acked event
 //     counts as settled only once its row's update committed.
 //
-// Not guaranteed: exactly-once delivery (consumers deduplicate by the id header); the
-// order of an event handed to the poller relative to later events of its aggregate.
+//   - Exactly-once (Delivery ExactlyOnce, Kafka): the stream's events are produced in
+//     Kafka transactions together with the stream position, which a new session
+//     reads back to skip what is committed; read_committed consumers see each
+//     streamed event once.
+//
+// Not guaranteed: exactly-once for events the poller retries or the catch-up pass
+// publishes (at least once; consumers deduplicate by the id header); the order of
+// an event handed to the poller relative to later events of its aggregate.
 package relay
