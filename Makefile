@@ -37,6 +37,7 @@ test-race: setup
 bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
 	$(GO) test -run XXX -bench OnPublish -benchtime 20000x ./relay/
+	$(GO) run ./internal/bench -out bench-results.json
 
 fuzz: setup
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decoder

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// latencyResult is one fixed-rate load step.
+type latencyResult struct {
+	TargetRate   int     `json:"target_rate"`
+	Seconds      float64 `json:"seconds"`
+	Committed    int     `json:"committed"`
+	InsertErrors int     `json:"insert_errors"`
+	AchievedRate float64 `json:"achieved_rate"`
+
+	// The relay's walrelay_commit_to_ack_seconds, from bucket deltas: each figure is
+	// the upper bound of the bucket holding that rank (bucket resolution).
+	RelayAcks   int       `json:"relay_acks"`
+	RelayP50ms  jsonFloat `json:"relay_commit_to_ack_p50_ms_le"`
+	RelayP99ms  jsonFloat `json:"relay_commit_to_ack_p99_ms_le"`
+	RelayP999ms jsonFloat `json:"relay_commit_to_ack_p999_ms_le"`
+	RelayMaxms  jsonFloat `json:"relay_commit_to_ack_max_ms_le"`
+
+	// Measured by the harness: client-side commit (the INSERT returned) to the record
+	// consumed back, exact percentiles.
+	Consumed  int       `json:"consumed"`
+	Missing   int       `json:"missing"`
+	E2EP50ms  jsonFloat `json:"commit_to_consume_p50_ms"`
+	E2EP99ms  jsonFloat `json:"commit_to_consume_p99_ms"`
+	E2EP999ms jsonFloat `json:"commit_to_consume_p999_ms"`
+	E2EMaxms  jsonFloat `json:"commit_to_consume_max_ms"`
+
+	LagStartBytes  int64   `json:"slot_lag_start_bytes"`
+	LagEndBytes    int64   `json:"slot_lag_end_bytes"`
+	LagMaxBytes    int64   `json:"slot_lag_max_bytes"`
+	WALBytesPerSec float64 `json:"wal_bytes_per_sec"`
+	LagGrew        bool    `json:"lag_grew"`
+	TailSeconds    float64 `json:"tail_seconds"` // load stopped to last record consumed
+	Held           bool    `json:"held"`
+
+	RelayCPUMicrosPerEvent float64 `json:"relay_cpu_us_per_event"`
+	MachineBusy            float64 `json:"machine_busy_fraction"`
+}
+
+// jsonFloat encodes NaN as null and infinities as strings, which encoding/json
+// refuses otherwise.
+type jsonFloat float64
+
+func (f jsonFloat) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	switch {
+	case math.IsNaN(v):
+		return []byte("null"), nil
+	case math.IsInf(v, 1):
+		return []byte(`"+Inf"`), nil
+	case math.IsInf(v, -1):
+		return []byte(`"-Inf"`), nil
+	}
+	return []byte(strconv.FormatFloat(v, 'f', -1, 64)), nil
+}
+
+const latencyTopic = "bench.latency.order"
+
+// tracker keeps, per event seq, when its insert committed and when its record was
+// consumed (Unix nanoseconds).
+type tracker struct {
+	commitAt  []atomic.Int64
+	consumeAt []atomic.Int64
+	consumed  atomic.Int64 // distinct seqs consumed
+}
+
+// consume reads the latency topic until ctx ends, stamping each record's seq with
+// the time its fetch returned.
+func (t *tracker) consume(ctx context.Context, cl *kgo.Client) {
+	for ctx.Err() == nil {
+		fetches := cl.PollFetches(ctx)
+		now := time.Now().UnixNano()
+		fetches.EachRecord(func(r *kgo.Record) {
+			seq, ok := payloadSeq(r.Value)
+			if ok && seq >= 0 && seq < len(t.consumeAt) && t.consumeAt[seq].CompareAndSwap(0, now) {
+				t.consumed.Add(1)
+			}
+		})
+	}
+}
+
+// payloadSeq finds "seq": N in a payload (jsonb's text form).
+func payloadSeq(v []byte) (int, bool) {
+	i := bytes.Index(v, []byte(`"seq": `))
+	if i < 0 {
+		return 0, false
+	}
+	j := i + len(`"seq": `)
+	k := j
+	for k < len(v) && v[k] >= '0' && v[k] <= '9' {
+		k++
+	}
+	n, err := strconv.Atoi(string(v[j:k]))
+	return n, err == nil
+}
+
+// generate inserts single-event transactions at rate per second for dur from
+// workers connections, paced by a 1ms ticker, with seqs from first. Inserts due
+// after dur are dropped, so a generator that falls behind shows a lower rate.
+func (e *env) generate(ctx context.Context, pool *pgxpool.Pool, t *tracker, rate int, dur time.Duration, first int) (committed, failed int) {
+	pad := strings.Repeat("x", max(e.opts.payloadBytes-26, 1))
+	total := int(float64(rate) * dur.Seconds())
+	total = min(total, len(t.commitAt)-first)
+	jobs := make(chan int, total)
+	start := time.Now()
+	stopAt := start.Add(dur)
+	var ok, bad atomic.Int64
+	var wg sync.WaitGroup
+	for range e.opts.workers {
+		wg.Go(func() {
+			for seq := range jobs {
+				if time.Now().After(stopAt) || ctx.Err() != nil {
+					continue
+				}
+				_, err := pool.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+					VALUES ('order', $1, 'order.created', $2)`,
+					"agg-"+strconv.Itoa(seq%e.opts.aggregates), fmt.Sprintf(`{"pad": "%s", "seq": %d}`, pad, seq))
+				if err != nil {
+					bad.Add(1)
+					continue
+				}
+				t.commitAt[seq].Store(time.Now().UnixNano())
+				ok.Add(1)
+			}
+		})
+	}
+	ticker := time.NewTicker(time.Millisecond)
+	sent := 0
+	for sent < total && ctx.Err() == nil {
+		now := <-ticker.C
+		if now.After(stopAt) {
+			break
+		}
+		due := min(int(float64(rate)*now.Sub(start).Seconds()), total)
+		for ; sent < due; sent++ {
+			jobs <- first + sent
+		}
+	}
+	ticker.Stop()
+	close(jobs)
+	wg.Wait()
+	return int(ok.Load()), int(bad.Load())
+}
+
+// runLatency streams with one relay while the generator inserts at each rate in
+// turn, and measures commit-to-ack (the relay's histogram) and commit-to-consume
+// (the harness's own consumer).
+func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, error) {
+	capacity := 1000
+	for _, r := range e.opts.rates {
+		capacity += int(float64(r)*e.opts.rateDuration.Seconds()) + 1
+	}
+	t := &tracker{commitAt: make([]atomic.Int64, capacity), consumeAt: make([]atomic.Int64, capacity)}
+
+	run.topicTemplate = "bench.latency.{aggregate_type}"
+	rp, err := e.startRelay(run, "latency")
+	if err != nil {
+		return nil, err
+	}
+	defer rp.stop(30 * time.Second)
+	if err := rp.waitReady(ctx, time.Minute); err != nil {
+		return nil, err
+	}
+
+	poolCfg, err := pgxpool.ParseConfig(run.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	poolCfg.MaxConns = int32(e.opts.workers)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, fmt.Errorf("load generator pool: %w", err)
+	}
+	defer pool.Close()
+	mon, err := pgx.Connect(ctx, run.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer mon.Close(context.Background())
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokerAt), kgo.ConsumeTopics(latencyTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("kafka consumer: %w", err)
+	}
+	consumeCtx, stopConsumer := context.WithCancel(ctx)
+	consumerDone := make(chan struct{})
+	go func() { t.consume(consumeCtx, cl); close(consumerDone) }()
+	defer func() { stopConsumer(); <-consumerDone; cl.Close() }()
+
+	// Warm up: connections, prepared statements, the topic's metadata in both clients.
+	progress("  warm-up: 200 events/s for 2s")
+	next := 0
+	n, _ := e.generate(ctx, pool, t, 200, 2*time.Second, next)
+	next += 400
+	if !waitConsumed(ctx, t, int64(n), time.Minute) {
+		return nil, fmt.Errorf("warm-up: consumed %d of %d events within a minute; relay log: %s", t.consumed.Load(), n, rp.logPath)
+	}
+	committedSoFar := int64(n)
+
+	var out []latencyResult
+	for _, target := range e.opts.rates {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		progress("  %d events/s for %s", target, e.opts.rateDuration)
+		res := latencyResult{TargetRate: target, Seconds: e.opts.rateDuration.Seconds()}
+		first := next
+		next += int(float64(target)*e.opts.rateDuration.Seconds()) + 1
+
+		res.LagStartBytes, err = slotLag(ctx, mon, run.slot)
+		if err != nil {
+			return out, err
+		}
+		_, wal0, err := currentLSN(ctx, mon)
+		if err != nil {
+			return out, err
+		}
+		wal0At := time.Now()
+		before, err := rp.scrape(ctx)
+		if err != nil {
+			return out, err
+		}
+		cpu0, _ := cpuSeconds(rp.pid())
+		machine := readMachineCPU()
+
+		// Sample the slot's lag while the load runs (on its own connection).
+		sampleCtx, stopSampling := context.WithCancel(ctx)
+		var lagMax atomic.Int64
+		sampler := make(chan struct{})
+		go func() {
+			defer close(sampler)
+			conn, err := pgx.Connect(sampleCtx, run.dbURL)
+			if err != nil {
+				return
+			}
+			defer conn.Close(context.Background())
+			for sampleCtx.Err() == nil {
+				if lag, err := slotLag(sampleCtx, conn, run.slot); err == nil && lag > lagMax.Load() {
+					lagMax.Store(lag)
+				}
+				select {
+				case <-sampleCtx.Done():
+				case <-time.After(250 * time.Millisecond):
+				}
+			}
+		}()
+
+		res.Committed, res.InsertErrors = e.generate(ctx, pool, t, target, e.opts.rateDuration, first)
+		genEnd := time.Now()
+		res.LagEndBytes, err = slotLag(ctx, mon, run.slot)
+		stopSampling()
+		<-sampler
+		if err != nil {
+			return out, err
+		}
+		_, wal1, err := currentLSN(ctx, mon)
+		if err != nil {
+			return out, err
+		}
+		res.LagMaxBytes = max(lagMax.Load(), res.LagEndBytes)
+		res.AchievedRate = float64(res.Committed) / e.opts.rateDuration.Seconds()
+		res.WALBytesPerSec = float64(wal1-wal0) / time.Since(wal0At).Seconds()
+		// Grown: at the end, the relay is more than a second of this run's WAL behind
+		// where it was at the start.
+		res.LagGrew = float64(res.LagEndBytes-res.LagStartBytes) > max(res.WALBytesPerSec, 64<<10)
+
+		committedSoFar += int64(res.Committed)
+		if !waitConsumed(ctx, t, committedSoFar, 2*time.Minute) {
+			progress("  not everything came back within 2 minutes: %d of %d", t.consumed.Load(), committedSoFar)
+		}
+		cpu1, _ := cpuSeconds(rp.pid())
+		res.MachineBusy = machine.busySince()
+		if res.Committed > 0 {
+			res.RelayCPUMicrosPerEvent = (cpu1 - cpu0) / float64(res.Committed) * 1e6
+		}
+		after, err := rp.scrape(ctx)
+		if err != nil {
+			return out, err
+		}
+		if err := relayPercentiles(&res, before, after); err != nil {
+			return out, err
+		}
+		var lat []float64
+		var lastConsume int64
+		for seq := first; seq < next && seq < len(t.commitAt); seq++ {
+			c := t.commitAt[seq].Load()
+			if c == 0 {
+				continue
+			}
+			r := t.consumeAt[seq].Load()
+			if r == 0 {
+				res.Missing++
+				continue
+			}
+			lat = append(lat, float64(r-c)/1e6)
+			lastConsume = max(lastConsume, r)
+		}
+		slices.Sort(lat)
+		res.Consumed = len(lat)
+		res.E2EP50ms = jsonFloat(exactQuantile(lat, 0.50))
+		res.E2EP99ms = jsonFloat(exactQuantile(lat, 0.99))
+		res.E2EP999ms = jsonFloat(exactQuantile(lat, 0.999))
+		res.E2EMaxms = jsonFloat(exactQuantile(lat, 1))
+		if lastConsume > 0 {
+			res.TailSeconds = max(time.Unix(0, lastConsume).Sub(genEnd).Seconds(), 0)
+		}
+		res.Held = res.AchievedRate >= 0.95*float64(target) && !res.LagGrew && res.Missing == 0
+		progress("  %d/s: achieved %.0f/s, commit-to-consume p50 %s p99 %s, relay p99 <= %s, lag %s -> %s, held: %v",
+			target, res.AchievedRate, ms(res.E2EP50ms), ms(res.E2EP99ms), ms(res.RelayP99ms),
+			bytesIEC(res.LagStartBytes), bytesIEC(res.LagEndBytes), res.Held)
+		out = append(out, res)
+	}
+	if err := rp.stop(30 * time.Second); err != nil {
+		return out, fmt.Errorf("graceful stop: %w", err)
+	}
+	return out, nil
+}
+
+// relayPercentiles fills the relay-side figures from two scrapes.
+func relayPercentiles(res *latencyResult, before, after samples) error {
+	h0, err := before.histogram("walrelay_commit_to_ack_seconds")
+	if err != nil {
+		return err
+	}
+	h1, err := after.histogram("walrelay_commit_to_ack_seconds")
+	if err != nil {
+		return err
+	}
+	d := h1.sub(h0)
+	res.RelayAcks = int(d.total())
+	res.RelayP50ms = jsonFloat(d.quantile(0.50) * 1000)
+	res.RelayP99ms = jsonFloat(d.quantile(0.99) * 1000)
+	res.RelayP999ms = jsonFloat(d.quantile(0.999) * 1000)
+	res.RelayMaxms = jsonFloat(d.max() * 1000)
+	return nil
+}
+
+func waitConsumed(ctx context.Context, t *tracker, n int64, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for t.consumed.Load() < n {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}

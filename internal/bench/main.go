@@ -1,0 +1,227 @@
+// Command bench is walrelay's end-to-end benchmark harness. It starts a throwaway
+// PostgreSQL cluster and a Kafka-protocol broker (kfake, in a process of its own),
+// builds the walrelay binary once and runs it as a subprocess, so that the CPU and
+// memory it reports are the relay's alone. Everything runs on this machine over
+// loopback, so figures are comparable between runs here, not across machines.
+//
+// Scenarios:
+//  1. Backlog drain: rows written while the relay is stopped, then drained; events/s,
+//     relay CPU per event, peak RSS; every record is read back and counted.
+//  2. Decode limit: the same rows drained by pg_recvlogical (pgoutput, protocol 1,
+//     the relay's publication) from a second slot; the relay's rate as a ratio of it.
+//     Scenarios 1 and 2 run as pairs, -repeats times.
+//  3. Latency: fixed-rate single-event transactions; the relay's commit-to-ack
+//     histogram and the harness's own commit-to-consume, and whether slot lag grew.
+//  4. Modes: a smaller backlog per --mode poll and --on-publish mark/delete/none.
+//
+// Usage: go run ./internal/bench [-quick] [-out bench-results.json]. Progress goes to
+// stderr, the markdown tables to stdout.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// options are the harness's flags.
+type options struct {
+	events       int
+	repeats      int
+	modeEvents   int
+	rates        []int
+	rateDuration time.Duration
+	workers      int
+	partitions   int
+	aggregates   int
+	payloadBytes int
+	drainTimeout time.Duration
+	scenarios    []string
+	walrelay     string
+	out          string
+	quick        bool
+	keep         bool
+}
+
+func parseFlags() (options, error) {
+	var o options
+	var rates, scenarios string
+	flag.IntVar(&o.events, "events", 1_000_000, "backlog rows for the drain scenarios (1 and 2)")
+	flag.IntVar(&o.repeats, "repeats", 3, "rounds of walrelay + pg_recvlogical drains")
+	flag.IntVar(&o.modeEvents, "mode-events", 200_000, "backlog rows per --mode/--on-publish run (scenario 4)")
+	flag.StringVar(&rates, "rates", "1000,5000,20000", "load generator rates, events/s (scenario 3)")
+	flag.DurationVar(&o.rateDuration, "rate-duration", 20*time.Second, "how long each rate runs")
+	flag.IntVar(&o.workers, "workers", 8, "load generator connections")
+	flag.IntVar(&o.partitions, "partitions", 4, "partitions per topic")
+	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate ids (record keys)")
+	flag.IntVar(&o.payloadBytes, "payload-bytes", 200, "approximate JSON payload size")
+	flag.DurationVar(&o.drainTimeout, "drain-timeout", 15*time.Minute, "give up on one drain after this long")
+	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes", "which scenarios to run (comma-separated)")
+	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
+	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
+	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binaries, relay logs)")
+	flag.Parse()
+
+	if o.quick {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		quick := map[string]func(){
+			"events":        func() { o.events = 100_000 },
+			"repeats":       func() { o.repeats = 1 },
+			"mode-events":   func() { o.modeEvents = 20_000 },
+			"rates":         func() { rates = "1000,5000" },
+			"rate-duration": func() { o.rateDuration = 5 * time.Second },
+		}
+		for name, apply := range quick {
+			if !set[name] {
+				apply()
+			}
+		}
+	}
+	for _, s := range strings.Split(rates, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return o, fmt.Errorf("-rates: want positive whole numbers, got %q", s)
+		}
+		o.rates = append(o.rates, n)
+	}
+	for _, s := range strings.Split(scenarios, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains([]string{"drain", "latency", "modes"}, s) {
+			return o, fmt.Errorf("-scenarios: %q is not drain, latency or modes", s)
+		}
+		o.scenarios = append(o.scenarios, s)
+	}
+	switch {
+	case o.events < 1 || o.repeats < 1 || o.modeEvents < 1:
+		return o, errors.New("-events, -repeats and -mode-events must be positive")
+	case o.workers < 1 || o.partitions < 1 || o.aggregates < 1:
+		return o, errors.New("-workers, -partitions and -aggregates must be positive")
+	case o.payloadBytes < 40:
+		return o, errors.New("-payload-bytes must be at least 40")
+	case o.rateDuration <= 0 || o.drainTimeout <= 0:
+		return o, errors.New("-rate-duration and -drain-timeout must be positive")
+	}
+	return o, nil
+}
+
+func main() {
+	opts, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		progress("interrupted: stopping the relay, the broker and PostgreSQL (again to kill at once)")
+		cancel()
+		<-sig
+		killAll(0)
+		os.Exit(130)
+	}()
+	err = run(ctx, opts)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, opts options) (err error) {
+	res := &results{Started: time.Now(), Settings: settingsInfo{
+		Quick: opts.quick, Events: opts.events, Repeats: opts.repeats, ModeEvents: opts.modeEvents,
+		Rates: opts.rates, RateSeconds: opts.rateDuration.Seconds(), Workers: opts.workers,
+		Partitions: opts.partitions, Aggregates: opts.aggregates, PayloadBytes: opts.payloadBytes,
+		RowsPerTx: rowsPerTx, PostgreSQL: map[string]string{
+			"fsync": "off", "full_page_writes": "off", "synchronous_commit": "on", "wal_level": "logical",
+			"shared_buffers": "128MB", "max_wal_size": pgSettings["max_wal_size"], "autovacuum": "on",
+		},
+		Relay: "walrelay run defaults: --mode stream, --on-publish mark, --max-inflight-events 10000, --status-interval 100ms",
+	}}
+	before := readMachineCPU()
+	loadAvg, _ := os.ReadFile("/proc/loadavg")
+	time.Sleep(2 * time.Second)
+	busyBefore := before.busySince()
+	e, err := setup(ctx, opts)
+	defer e.close()
+	res.Machine = machine(e.pgVer)
+	res.Machine.BusyBefore = busyBefore
+	if f := strings.Fields(string(loadAvg)); len(f) >= 3 {
+		res.Machine.LoadAvg = strings.Join(f[:3], " ")
+	}
+	// Whatever happens, write what was measured.
+	defer func() {
+		res.DurationSeconds = time.Since(res.Started).Seconds()
+		res.Complete = err == nil
+		if err != nil {
+			res.Error = err.Error()
+		}
+		writeMarkdown(os.Stdout, res)
+		if werr := writeJSON(opts.out, res); werr != nil {
+			err = errors.Join(err, werr)
+		} else {
+			progress("wrote %s (%s in all)", opts.out, time.Since(res.Started).Round(time.Second))
+		}
+	}()
+	if err != nil {
+		return err
+	}
+
+	want := func(s string) bool { return slices.Contains(opts.scenarios, s) }
+	if want("drain") || want("latency") {
+		url, err := e.createDatabase(ctx, mainDB)
+		if err != nil {
+			return err
+		}
+		mainRun := relayRun{dbURL: url, mode: "stream", onPublish: "mark"}
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		seq := 0
+		if want("drain") {
+			if res.Drain, err = e.runDrain(ctx, conn, mainRun, &seq); err != nil {
+				return fmt.Errorf("backlog drain: %w", err)
+			}
+		}
+		if want("latency") {
+			latencyRun := mainRun
+			latencyRun.slot, latencyRun.topicTemplate = "bench_latency", "bench.prime.{aggregate_type}"
+			progress("[latency] creating slot %s: walrelay runs until it streams, then stops gracefully", latencyRun.slot)
+			if err := e.primeSlot(ctx, latencyRun); err != nil {
+				return err
+			}
+			progress("[latency] rates %v events/s, %s each, %d connections", opts.rates, opts.rateDuration, opts.workers)
+			res.Latency, err = e.runLatency(ctx, latencyRun)
+			for _, l := range res.Latency {
+				if l.Held {
+					res.HighestRateHeld = max(res.HighestRateHeld, l.TargetRate)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("latency: %w", err)
+			}
+		}
+	}
+	if want("modes") {
+		if res.Modes, err = e.runModes(ctx); err != nil {
+			return fmt.Errorf("modes: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+)
+
+// relayRun is how one walrelay process is configured.
+type relayRun struct {
+	dbURL         string
+	slot          string
+	topicTemplate string
+	mode          string // stream or poll
+	onPublish     string // mark, delete or none
+}
+
+// relayProc is a running `walrelay run`.
+type relayProc struct {
+	*proc
+	metricsURL string
+	readyURL   string
+}
+
+// startRelay runs the relay binary with its defaults except for what the run sets,
+// and metrics on a free loopback port.
+func (e *env) startRelay(run relayRun, label string) (*relayProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	e.runs++
+	logPath := filepath.Join(e.work, fmt.Sprintf("walrelay-%02d-%s.log", e.runs, label))
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := startProc("walrelay "+label, logPath, nil, e.walrelay, "run",
+		"--database-url", run.dbURL,
+		"--kafka-brokers", e.brokerAt,
+		"--slot", run.slot,
+		"--topic-template", run.topicTemplate,
+		"--mode", run.mode,
+		"--on-publish", run.onPublish,
+		"--metrics-addr", addr,
+		"--log-format", "json",
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &relayProc{proc: p, metricsURL: "http://" + addr + "/metrics", readyURL: "http://" + addr + "/readyz"}, nil
+}
+
+// failed describes a relay that exited when it should not have.
+func (r *relayProc) failed() error {
+	return fmt.Errorf("%s exited early (%v); log tail:\n%s", r.name, r.err, tailFile(r.logPath, 15))
+}
+
+// waitReady polls /readyz until the relay streams (or polls).
+func (r *relayProc) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if r.exited() {
+			return r.failed()
+		}
+		if resp, err := client.Get(r.readyURL); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s; log tail:\n%s", r.name, timeout, tailFile(r.logPath, 15))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// scrape reads the relay's /metrics.
+func (r *relayProc) scrape(ctx context.Context) (samples, error) { return scrape(ctx, r.metricsURL) }
+
+// primeSlot starts the relay until it streams, so that it creates the slot and
+// finishes its catch-up bookkeeping, and stops it gracefully.
+func (e *env) primeSlot(ctx context.Context, run relayRun) error {
+	rp, err := e.startRelay(run, "prime-"+run.slot)
+	if err != nil {
+		return err
+	}
+	if err := rp.waitReady(ctx, time.Minute); err != nil {
+		_ = rp.stop(10 * time.Second)
+		return err
+	}
+	return rp.stop(30 * time.Second)
+}

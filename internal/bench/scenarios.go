@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// mainDB holds scenarios 1 to 3. Each round and the latency scenario get a relay
+// slot of their own, primed just before their rows are written: a slot used before
+// would make its next walsender decode again from an old restart_lsn, through the
+// previous round's WAL, which pg_recvlogical's fresh slot never reads.
+const (
+	mainDB   = "bench"
+	recvSlot = "bench_recv"
+)
+
+// dropSlot drops a replication slot if it exists, waiting up to 30s for the
+// walsender of a client that just stopped to release it.
+func dropSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var active bool
+		err := conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("drop slot %s: %w", slot, err)
+		}
+		if !active || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot); err != nil {
+		return fmt.Errorf("drop slot %s: %w", slot, err)
+	}
+	return nil
+}
+
+// drainPair is one round of the backlog scenario: the relay and pg_recvlogical
+// draining the same rows.
+type drainPair struct {
+	Round int         `json:"round"`
+	Relay drainResult `json:"walrelay"`
+	Recv  recvResult  `json:"pg_recvlogical"`
+	Ratio float64     `json:"ratio"` // relay events/s over pg_recvlogical's
+}
+
+// summary is min, median and max over the rounds.
+type summary struct {
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Max    float64 `json:"max"`
+}
+
+func summarize(values []float64) summary {
+	if len(values) == 0 {
+		return summary{}
+	}
+	s := slices.Clone(values)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return summary{Min: s[0], Median: med, Max: s[len(s)-1]}
+}
+
+// drainScenario is scenarios 1 and 2.
+type drainScenario struct {
+	Events        int         `json:"events"`
+	Rounds        []drainPair `json:"rounds"`
+	RelayRate     summary     `json:"walrelay_events_per_sec"`
+	RecvRate      summary     `json:"pg_recvlogical_events_per_sec"`
+	Ratio         summary     `json:"ratio"`
+	CPUMicros     summary     `json:"relay_cpu_us_per_event"`
+	PeakRSSBytes  int64       `json:"relay_peak_rss_bytes_max"`
+	WalsenderCPU  summary     `json:"relay_walsender_cpu_us_per_event"`
+	RecvWalsender summary     `json:"recvlogical_walsender_cpu_us_per_event"`
+	MachineBusy   summary     `json:"machine_busy_fraction_relay_drain"`
+	PostgresCPU   summary     `json:"postgres_cpu_us_per_event_relay_drain"`
+	RecvPostgres  summary     `json:"postgres_cpu_us_per_event_recvlogical_drain"`
+	BrokerCPU     summary     `json:"broker_cpu_us_per_event"`
+	OtherCPU      summary     `json:"other_cpu_seconds_relay_drain"`
+}
+
+// runDrain writes the backlog with the relay stopped, drains it with the relay and
+// then, from a second slot created just before the rows, with pg_recvlogical:
+// -repeats rounds.
+func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *int) (*drainScenario, error) {
+	n := e.opts.events
+	sc := &drainScenario{Events: n}
+	defer func() { _ = dropSlot(context.Background(), conn, recvSlot) }()
+	for round := 1; round <= e.opts.repeats; round++ {
+		r := run
+		r.slot = fmt.Sprintf("bench_drain%d", round)
+		r.topicTemplate = "bench.prime.{aggregate_type}"
+		progress("[drain %d/%d] creating slot %s: walrelay runs until it streams, then stops gracefully", round, e.opts.repeats, r.slot)
+		if err := e.primeSlot(ctx, r); err != nil {
+			return sc, err
+		}
+		progress("[drain %d/%d] writing %d rows (%d per transaction) with the relay stopped", round, e.opts.repeats, n, rowsPerTx)
+		if err := recreateSlot(ctx, conn, recvSlot); err != nil {
+			return sc, err
+		}
+		if err := e.insertBacklog(ctx, conn, n, *seq); err != nil {
+			return sc, err
+		}
+		*seq += n
+		endLSN, _, err := currentLSN(ctx, conn)
+		if err != nil {
+			return sc, err
+		}
+		// A sentinel transaction after the backlog: pg_recvlogical stops at the first
+		// message past --endpos, so it ends on the sentinel instead of decoding on
+		// through the relay's later writes until a keepalive. The relay publishes it.
+		if err := e.insertBacklog(ctx, conn, 1, *seq); err != nil {
+			return sc, err
+		}
+		*seq++
+		if err := quiesce(ctx, conn); err != nil {
+			return sc, err
+		}
+
+		topic := fmt.Sprintf("bench.drain%d.order", round)
+		r.topicTemplate = fmt.Sprintf("bench.drain%d.{aggregate_type}", round)
+		progress("[drain %d/%d] walrelay draining %d events", round, e.opts.repeats, n+1)
+		rel, err := e.drainRelay(ctx, conn, r, n+1, fmt.Sprintf("drain%d", round))
+		if err != nil {
+			return sc, err
+		}
+		progress("[drain %d/%d] walrelay: %s in %.2fs, %.1f µs CPU/event, peak RSS %s",
+			round, e.opts.repeats, rate(n+1, secs(rel.Seconds)), rel.Seconds, rel.CPUMicrosPerEvent, bytesIEC(rel.PeakRSSBytes))
+
+		if err := dropSlot(ctx, conn, r.slot); err != nil {
+			return sc, err
+		}
+		if err := quiesce(ctx, conn); err != nil {
+			return sc, err
+		}
+		progress("[drain %d/%d] pg_recvlogical draining the same rows (slot %s, --endpos %s)", round, e.opts.repeats, recvSlot, endLSN)
+		rec, err := e.drainRecvlogical(ctx, conn, mainDB, recvSlot, endLSN, n)
+		if err != nil {
+			return sc, err
+		}
+		pair := drainPair{Round: round, Relay: rel, Recv: rec, Ratio: rel.EventsPerSec / rec.EventsPerSec}
+		progress("[drain %d/%d] pg_recvlogical: %s in %.2fs; walrelay/pg_recvlogical = %.2f",
+			round, e.opts.repeats, rate(n, secs(rec.Seconds)), rec.Seconds, pair.Ratio)
+
+		progress("[drain %d/%d] reading back %s", round, e.opts.repeats, topic)
+		records, distinct, err := e.readBack(ctx, topic, n+1)
+		if err != nil {
+			return sc, err
+		}
+		pair.Relay.ReadBack, pair.Relay.Distinct = records, distinct
+		if err := checkReadBack(topic, n+1, records, distinct); err != nil {
+			return sc, err
+		}
+		progress("[drain %d/%d] read back %d records, %d distinct events", round, e.opts.repeats, records, distinct)
+		if err := e.deleteTopic(ctx, topic); err != nil {
+			progress("  %v", err)
+		}
+		sc.Rounds = append(sc.Rounds, pair)
+	}
+	var relayRates, recvRates, ratios, cpu, ws, rws, busy, pg, rpg, broker, other []float64
+	for _, p := range sc.Rounds {
+		relayRates = append(relayRates, p.Relay.EventsPerSec)
+		recvRates = append(recvRates, p.Recv.EventsPerSec)
+		ratios = append(ratios, p.Ratio)
+		cpu = append(cpu, p.Relay.CPUMicrosPerEvent)
+		ws = append(ws, p.Relay.WalsenderCPUSec/float64(p.Relay.Events)*1e6)
+		rws = append(rws, p.Recv.WalsenderCPUSec/float64(p.Recv.Events)*1e6)
+		busy = append(busy, p.Relay.MachineBusy)
+		pg = append(pg, p.Relay.PostgresCPUSec/float64(p.Relay.Events)*1e6)
+		rpg = append(rpg, p.Recv.PostgresCPUSec/float64(p.Recv.Events)*1e6)
+		broker = append(broker, p.Relay.BrokerCPUSeconds/float64(p.Relay.Events)*1e6)
+		other = append(other, p.Relay.OtherCPUSec)
+		sc.PeakRSSBytes = max(sc.PeakRSSBytes, p.Relay.PeakRSSBytes)
+	}
+	sc.RelayRate, sc.RecvRate, sc.Ratio, sc.CPUMicros = summarize(relayRates), summarize(recvRates), summarize(ratios), summarize(cpu)
+	sc.WalsenderCPU, sc.RecvWalsender, sc.MachineBusy = summarize(ws), summarize(rws), summarize(busy)
+	sc.PostgresCPU, sc.RecvPostgres, sc.BrokerCPU, sc.OtherCPU = summarize(pg), summarize(rpg), summarize(broker), summarize(other)
+	return sc, nil
+}
+
+// modeResult is scenario 4: one mode and on-publish setting draining a backlog.
+type modeResult struct {
+	Mode      string `json:"mode"`
+	OnPublish string `json:"on_publish"`
+	drainResult
+}
+
+// runModes drains a smaller backlog once per --mode/--on-publish combination, each
+// in a database of its own (poll mode publishes every pending row it finds).
+func (e *env) runModes(ctx context.Context) ([]modeResult, error) {
+	var out []modeResult
+	n := e.opts.modeEvents
+	for _, v := range []struct{ mode, onPublish string }{
+		{"stream", "mark"}, {"stream", "delete"}, {"stream", "none"}, {"poll", "mark"},
+	} {
+		label := v.mode + "-" + v.onPublish
+		db := "bench_" + v.mode + "_" + v.onPublish
+		progress("[modes] --mode %s --on-publish %s: %d events", v.mode, v.onPublish, n)
+		res, err := e.runMode(ctx, db, label, relayRun{slot: db, mode: v.mode, onPublish: v.onPublish,
+			topicTemplate: "bench." + db + ".{aggregate_type}"}, n)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", label, err)
+		}
+		progress("[modes] %s: %s in %.2fs, %.1f µs CPU/event, peak RSS %s, read back %d",
+			label, rate(n, secs(res.Seconds)), res.Seconds, res.CPUMicrosPerEvent, bytesIEC(res.PeakRSSBytes), res.Distinct)
+		out = append(out, modeResult{Mode: v.mode, OnPublish: v.onPublish, drainResult: res})
+	}
+	return out, nil
+}
+
+func (e *env) runMode(ctx context.Context, db, label string, run relayRun, n int) (drainResult, error) {
+	url, err := e.createDatabase(ctx, db)
+	if err != nil {
+		return drainResult{}, err
+	}
+	defer func() {
+		if err := e.dropDatabase(context.Background(), db); err != nil {
+			progress("  %v", err)
+		}
+	}()
+	run.dbURL = url
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return drainResult{}, err
+	}
+	defer conn.Close(context.Background())
+	if run.mode == "stream" {
+		if err := e.primeSlot(ctx, run); err != nil {
+			return drainResult{}, err
+		}
+	}
+	if err := e.insertBacklog(ctx, conn, n, 0); err != nil {
+		return drainResult{}, err
+	}
+	if err := quiesce(ctx, conn); err != nil {
+		return drainResult{}, err
+	}
+	res, err := e.drainRelay(ctx, conn, run, n, label)
+	if err != nil {
+		return res, err
+	}
+	topic := "bench." + db + ".order"
+	res.ReadBack, res.Distinct, err = e.readBack(ctx, topic, n)
+	if err != nil {
+		return res, err
+	}
+	if err := checkReadBack(topic, n, res.ReadBack, res.Distinct); err != nil {
+		return res, err
+	}
+	if err := e.deleteTopic(ctx, topic); err != nil {
+		progress("  %v", err)
+	}
+	return res, nil
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
