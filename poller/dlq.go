@@ -66,7 +66,7 @@ func (s *Store) PurgeDeadLetters(ctx context.Context, ids []string, olderThan ti
 func deadLetterFilter(ids []string, all bool) (string, []any) {
 	where := "dead_lettered_at IS NOT NULL AND processed_at IS NULL"
 	if !all {
-		return where + " AND id = ANY($1::uuid[])", []any{ids}
+		return where + " AND id = ANY($1::text[]::uuid[])", []any{ids}
 	}
 	return where, nil
 }

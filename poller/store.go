@@ -88,10 +88,10 @@ func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []
 	var err error
 	switch mode {
 	case Mark:
-		_, err = q.Exec(ctx, "UPDATE "+s.table+" SET processed_at = now(), retry_after = NULL WHERE id = ANY($1::uuid[])", ids)
+		_, err = q.Exec(ctx, "UPDATE "+s.table+" SET processed_at = now(), retry_after = NULL WHERE id = ANY($1::text[]::uuid[])", ids)
 	case Delete, None:
 		// With none, only rows the poller owned (re-inserted on failure) are here.
-		_, err = q.Exec(ctx, "DELETE FROM "+s.table+" WHERE id = ANY($1::uuid[])", ids)
+		_, err = q.Exec(ctx, "DELETE FROM "+s.table+" WHERE id = ANY($1::text[]::uuid[])", ids)
 	}
 	if err != nil {
 		return fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)

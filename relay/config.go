@@ -101,6 +101,8 @@ type Config struct {
 
 	// MetricsAddr, when set, serves /metrics, /healthz and /readyz there.
 	MetricsAddr string
+	// Pprof also serves Go's profiler under /debug/pprof/ on MetricsAddr.
+	Pprof bool
 	// Registry receives the relay's metrics; nil: a registry of the relay's own, with
 	// Go runtime and process collectors, served on MetricsAddr.
 	Registry *prometheus.Registry

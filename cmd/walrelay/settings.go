@@ -92,6 +92,8 @@ func newSettings() *settings {
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long processed rows are kept (0: forever)", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
+		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address", def: "false", boolean: true,
+			set: func(v string) error { return parseBool(v, &c.Pprof) }},
 		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),
 		dur("stall-timeout", "lag growing with no confirmed progress for this long marks the relay stalled", &c.StallTimeout),
 		dur("heartbeat-interval", "write a logical message this often while idle so the slot advances (0: off)", &c.HeartbeatInterval),
