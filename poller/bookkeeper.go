@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+
 	"github.com/walrelay/walrelay/outbox"
 )
 
@@ -19,9 +21,19 @@ type Outcome struct {
 	// Unpublishable marks a row that can never become an event (the decoder could
 	// not map it); it goes straight to the dead letters with Err as the reason.
 	Unpublishable bool
-	LSN           string // the commit LSN of the event's transaction, for logs
-	Settle        func(error)
+	LSN           pglogrepl.LSN // the commit LSN of the event's transaction, for logs
+	Settle        Settler
 }
+
+// Settler is told the outcome of an event's bookkeeping. An interface rather than a
+// func, so that the relay's per-event state is the settler and costs no closure.
+type Settler interface{ Settle(error) }
+
+// SettleFunc adapts a func to Settler.
+type SettleFunc func(error)
+
+// Settle calls f.
+func (f SettleFunc) Settle(err error) { f(err) }
 
 // Bookkeeper records the outcomes of streamed events in the outbox table, in
 // batches: acked rows per the --on-publish mode, failed ones as attempts for the
@@ -36,6 +48,8 @@ type Bookkeeper struct {
 
 	// OnFlush, when set, is called with the duration of each batch written.
 	OnFlush func(time.Duration)
+
+	spare []Outcome // the last batch's slice, reused by the next one (flush only)
 
 	mu struct {
 		sync.Mutex
@@ -90,9 +104,10 @@ func (b *Bookkeeper) Run(ctx context.Context) error {
 func (b *Bookkeeper) flush(ctx context.Context) {
 	b.mu.Lock()
 	batch := b.mu.queue
-	b.mu.queue = nil
+	b.mu.queue = b.spare[:0]
 	b.mu.Unlock()
 	if len(batch) == 0 {
+		b.spare = batch
 		return
 	}
 	var ids []string
@@ -102,13 +117,13 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 		case o.Unpublishable:
 			unpublishable = append(unpublishable, Failure{Event: o.Event, Err: o.Err})
 			b.log.Error("outbox row cannot become an event; dead-lettered", "event_id", o.Event.ID,
-				"lsn", o.LSN, "err", o.Err)
+				"lsn", o.LSN.String(), "err", o.Err)
 		case o.Err == nil:
 			ids = append(ids, o.Event.ID)
 		default:
 			failures = append(failures, Failure{Event: o.Event, Err: o.Err})
 			b.log.Warn("publish failed; handing the event to the poller", "event_id", o.Event.ID,
-				"event_type", o.Event.EventType, "aggregate_id", o.Event.AggregateID, "attempt", 1, "lsn", o.LSN, "err", o.Err)
+				"event_type", o.Event.EventType, "aggregate_id", o.Event.AggregateID, "attempt", 1, "lsn", o.LSN.String(), "err", o.Err)
 		}
 	}
 	started := time.Now()
@@ -117,10 +132,13 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 		b.OnFlush(time.Since(started))
 	}
 	for _, o := range batch {
-		o.Settle(err)
+		o.Settle.Settle(err)
 	}
+	n := len(batch)
+	clear(batch)
+	b.spare = batch[:0]
 	b.mu.Lock()
-	b.mu.pending -= len(batch)
+	b.mu.pending -= n
 	if b.mu.pending == 0 && b.mu.idle != nil {
 		close(b.mu.idle)
 		b.mu.idle = nil

@@ -57,7 +57,7 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 			pub.deadLetter(wm, ev.ID, unpublishable, 0)
 			continue
 		}
-		pub.publish(wm, &ev, 0, time.Time{})
+		pub.publish(wm, ev, 0, time.Time{})
 		n++
 		if time.Since(lastReport) > 5*time.Second {
 			r.log.Info("catch-up pass in progress", "slot", r.cfg.Slot, "events", n)

@@ -39,7 +39,7 @@ type eoPipeline struct {
 	wm       *replication.Watermark
 	tx       *kafka.Transactional
 	done     kafka.Position // committed by earlier sessions
-	pub      publisher      // bookkeeping: marks, dead letters, handovers
+	pub      *publisher     // bookkeeping: marks, dead letters, handovers
 	handOver *sync.Map      // event id -> error: events to give the poller, kept across sessions
 	interval time.Duration
 	maxBatch int
@@ -90,9 +90,9 @@ func (p *eoPipeline) HandleWAL(ctx context.Context, data []byte) error {
 			// the poller (at least once from there) and leave it out.
 			p.handOver.Delete(ev.ID)
 			e := ev
-			p.pub.bk.Record(poller.Outcome{Event: &e, Err: reason.(error), LSN: p.lsn.String(), Settle: func(err error) {
+			p.pub.bk.Record(poller.Outcome{Event: &e, Err: reason.(error), LSN: p.lsn, Settle: poller.SettleFunc(func(err error) {
 				txn.Done(size, err)
-			}})
+			})})
 			return nil
 		}
 		if err := p.tx.Produce(&ev); err != nil {
@@ -146,12 +146,12 @@ func (p *eoPipeline) settleAcked(ev *outbox.Event, txn *replication.Txn, size in
 		txn.Done(size, nil)
 		return
 	}
-	p.pub.bk.Record(poller.Outcome{Event: ev, Settle: func(err error) {
+	p.pub.bk.Record(poller.Outcome{Event: ev, Settle: poller.SettleFunc(func(err error) {
 		if err != nil {
 			err = fmt.Errorf("bookkeeping for event %s: %w", ev.ID, err)
 		}
 		txn.Done(size, err)
-	}})
+	})})
 }
 
 func (p *eoPipeline) Tick(context.Context) error {
@@ -170,7 +170,7 @@ func (p *eoPipeline) Drain(ctx context.Context) error {
 
 // exactlyOnce prepares a session's transactional producer: it fences earlier
 // producers of the slot, then reads the position they committed.
-func (r *Relay) exactlyOnce(ctx context.Context, wm *replication.Watermark, dec *decoder.Decoder, pub publisher) (*eoPipeline, func(), error) {
+func (r *Relay) exactlyOnce(ctx context.Context, wm *replication.Watermark, dec *decoder.Decoder, pub *publisher) (*eoPipeline, func(), error) {
 	tx, err := kafka.NewTransactional(r.kafkaConfig(), r.cfg.Slot, r.cfg.ProgressTopic)
 	if err != nil {
 		return nil, nil, err

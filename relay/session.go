@@ -154,7 +154,7 @@ type pipeline struct {
 	dec *decoder.Decoder
 	msg decoder.Message
 	wm  *replication.Watermark
-	pub publisher
+	pub *publisher
 
 	commitTime time.Time     // of the open transaction
 	commitLSN  pglogrepl.LSN // of the open transaction
@@ -174,8 +174,7 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		p.wm.Begin()
 		p.commitTime, p.commitLSN = p.msg.CommitTime, p.msg.FinalLSN
 	case decoder.KindInsert:
-		ev := p.msg.Event
-		p.pub.publish(p.wm, &ev, p.commitLSN, p.commitTime)
+		p.pub.publish(p.wm, p.msg.Event, p.commitLSN, p.commitTime)
 	case decoder.KindCommit:
 		p.wm.Commit(p.msg.EndLSN)
 	}
@@ -203,51 +202,68 @@ type publisher struct {
 	m        *metrics
 }
 
-func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) publisher {
-	return publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics}
+func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
+	return &publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics}
 }
 
 // deadLetter records a row the decoder could not map as a dead letter; like an
 // event, it is settled once that is committed.
-func (p publisher) deadLetter(wm *replication.Watermark, id string, reason error, lsn pglogrepl.LSN) {
+func (p *publisher) deadLetter(wm *replication.Watermark, id string, reason error, lsn pglogrepl.LSN) {
 	txn := wm.Track(0)
 	p.m.failed.WithLabelValues("").Inc()
-	p.bk.Record(poller.Outcome{Event: &outbox.Event{ID: id}, Err: reason, Unpublishable: true,
-		LSN: lsn.String(), Settle: func(err error) {
+	p.bk.Record(poller.Outcome{Event: &outbox.Event{ID: id}, Err: reason, Unpublishable: true, LSN: lsn,
+		Settle: poller.SettleFunc(func(err error) {
 			if err != nil {
 				err = fmt.Errorf("dead-letter unpublishable row %s: %w", id, err)
 			}
 			txn.Done(0, err)
-		}})
+		})})
 }
 
-// publish sends ev, an event of the watermark's open transaction. lsn and
-// committed are the transaction's commit LSN and time (zero in the catch-up pass).
-func (p publisher) publish(wm *replication.Watermark, ev *outbox.Event, lsn pglogrepl.LSN, committed time.Time) {
+// inflight is one event between the sink and its settlement: all the per-event state
+// in one allocation (plus the callback franz-go needs).
+type inflight struct {
+	ev        outbox.Event
+	pub       *publisher
+	txn       *replication.Txn
+	size      int
+	lsn       pglogrepl.LSN // the transaction's commit LSN
+	committed time.Time     // the transaction's commit time; zero in the catch-up pass
+}
+
+// publish sends ev, an event of the watermark's open transaction.
+func (p *publisher) publish(wm *replication.Watermark, ev outbox.Event, lsn pglogrepl.LSN, committed time.Time) {
 	size := ev.Size()
-	txn := wm.Track(size)
-	p.sink.Publish(ev, func(err error) {
-		if err == nil {
-			p.m.published.Inc()
-			if !committed.IsZero() {
-				p.m.commitToAck.Observe(time.Since(committed).Seconds())
-			}
-		} else {
-			p.m.failed.WithLabelValues(ev.EventType).Inc()
+	f := &inflight{ev: ev, pub: p, txn: wm.Track(size), size: size, lsn: lsn, committed: committed}
+	p.sink.Publish(&f.ev, f.done)
+}
+
+// done takes the sink's verdict.
+func (f *inflight) done(err error) {
+	p := f.pub
+	if err == nil {
+		p.m.published.Inc()
+		if !f.committed.IsZero() {
+			p.m.commitToAck.Observe(time.Since(f.committed).Seconds())
 		}
-		switch {
-		case err == nil && !p.markAcks:
-			txn.Done(size, nil)
-		case err == nil || sink.IsEventError(err):
-			p.bk.Record(poller.Outcome{Event: ev, Err: err, LSN: lsn.String(), Settle: func(bookErr error) {
-				if bookErr != nil {
-					bookErr = fmt.Errorf("bookkeeping for event %s: %w", ev.ID, bookErr)
-				}
-				txn.Done(size, bookErr)
-			}})
-		default:
-			txn.Done(size, fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w",
-				ev.ID, ev.EventType, ev.AggregateID, err))
-		}
-	})
+	} else {
+		p.m.failed.WithLabelValues(f.ev.EventType).Inc()
+	}
+	switch {
+	case err == nil && !p.markAcks:
+		f.txn.Done(f.size, nil)
+	case err == nil || sink.IsEventError(err):
+		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.lsn, Settle: f})
+	default:
+		f.txn.Done(f.size, fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w",
+			f.ev.ID, f.ev.EventType, f.ev.AggregateID, err))
+	}
+}
+
+// Settle takes the outcome of the event's bookkeeping.
+func (f *inflight) Settle(err error) {
+	if err != nil {
+		err = fmt.Errorf("bookkeeping for event %s: %w", f.ev.ID, err)
+	}
+	f.txn.Done(f.size, err)
 }
