@@ -1,9 +1,12 @@
 package kafka
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -23,5 +26,40 @@ func BenchmarkNewRecord(b *testing.B) {
 		if len(r.Headers) != 5 {
 			b.Fatal("headers")
 		}
+	}
+}
+
+// Errors about one record are event errors; a broker that is down is not.
+func TestClassify(t *testing.T) {
+	s := &Sink{}
+	produced := time.Now().UnixNano()
+	for _, tc := range []struct {
+		name      string
+		err       error
+		lastAckIn time.Duration // relative to produced; 0: no ack since
+		event     bool
+	}{
+		{"too large", kerr.MessageTooLarge, 0, true},
+		{"invalid topic", kerr.InvalidTopicException, 0, true},
+		{"not authorised", kerr.TopicAuthorizationFailed, 0, true},
+		{"unknown topic after retries", kerr.UnknownTopicOrPartition, 0, true},
+		{"not enough replicas", kerr.NotEnoughReplicas, 0, false},
+		{"timeout while the broker is down", kgo.ErrRecordTimeout, 0, false},
+		{"timeout while others are acked", kgo.ErrRecordTimeout, time.Second, true},
+		{"network", errors.New("dial tcp: connection refused"), 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.lastAck.Store(0)
+			if tc.lastAckIn > 0 {
+				s.lastAck.Store(produced + int64(tc.lastAckIn))
+			}
+			err := s.classify(tc.err, produced)
+			if got := sink.IsEventError(err); got != tc.event {
+				t.Fatalf("IsEventError(%v) = %v, want %v", err, got, tc.event)
+			}
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("classification lost the cause: %v", err)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package nats_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -215,23 +214,8 @@ func (c *collector) get(id string) []error {
 	return append([]error(nil), c.results[id]...)
 }
 
-// logBuffer collects the relay's logs; they are printed when a test fails.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// logBuffer collects logs; printed when a test fails.
+type logBuffer = testenv.LogBuffer
 
 // startRelay runs a relay with the sink until the returned stop is called (or the
 // test ends); stop fails the test when Run returns an error.

@@ -1,14 +1,12 @@
 package redis_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,23 +16,8 @@ import (
 	"github.com/walrelay/walrelay/sink/redis"
 )
 
-// logBuffer collects logs; they are printed when a test fails.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// logBuffer collects logs; printed when a test fails.
+type logBuffer = testenv.LogBuffer
 
 // startRelay runs a relay for dbURL publishing through snk until the test ends.
 func startRelay(t *testing.T, dbURL, slot string, snk *redis.Sink, logs *logBuffer) {
