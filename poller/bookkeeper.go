@@ -23,7 +23,13 @@ type Outcome struct {
 	Unpublishable bool
 	LSN           pglogrepl.LSN // the commit LSN of the event's transaction, for logs
 	Settle        Settler
+
+	firstMissed time.Time // when the row was first not found to mark
 }
+
+// invisibleFor bounds how long an acked row may stay unfound before the bookkeeper
+// settles it anyway (the application may have deleted it), with a warning.
+const invisibleFor = time.Minute
 
 // Settler is told the outcome of an event's bookkeeping. An interface rather than a
 // func, so that the relay's per-event state is the settler and costs no closure.
@@ -127,17 +133,33 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 		}
 	}
 	started := time.Now()
-	err := b.write(ctx, ids, failures, unpublishable)
+	found, err := b.write(ctx, ids, failures, unpublishable)
 	if err == nil && b.OnFlush != nil {
 		b.OnFlush(time.Since(started))
 	}
+	var retry []Outcome
 	for _, o := range batch {
+		if err == nil && o.Err == nil && !o.Unpublishable && b.mode != None && !found[o.Event.ID] {
+			// Acked, but its row is not visible yet: its transaction's commit is in the
+			// WAL but not yet visible to other sessions. Mark it in a later batch; until
+			// then it does not settle, so the slot does not confirm past it.
+			if o.firstMissed.IsZero() {
+				o.firstMissed = started
+			}
+			if time.Since(o.firstMissed) < invisibleFor {
+				retry = append(retry, o)
+				continue
+			}
+			b.log.Warn("acked row still not found to mark; settling it unmarked (deleted by the application?)",
+				"event_id", o.Event.ID, "lsn", o.LSN.String())
+		}
 		o.Settle.Settle(err)
 	}
-	n := len(batch)
+	n := len(batch) - len(retry)
 	clear(batch)
 	b.spare = batch[:0]
 	b.mu.Lock()
+	b.mu.queue = append(b.mu.queue, retry...)
 	b.mu.pending -= n
 	if b.mu.pending == 0 && b.mu.idle != nil {
 		close(b.mu.idle)
@@ -146,27 +168,29 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 	b.mu.Unlock()
 }
 
-func (b *Bookkeeper) write(ctx context.Context, ids []string, failures, unpublishable []Failure) error {
+// write records a batch in one transaction and returns the acked ids it marked.
+func (b *Bookkeeper) write(ctx context.Context, ids []string, failures, unpublishable []Failure) (map[string]bool, error) {
 	if b.mode == None && len(failures) == 0 && len(unpublishable) == 0 {
-		return nil
+		return nil, nil
 	}
 	tx, err := b.store.pool.Begin(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tx.Rollback(context.Background())
+	var found map[string]bool
 	if b.mode != None {
-		if err := b.store.Published(ctx, tx, b.mode, ids); err != nil {
-			return err
+		if found, err = b.store.Published(ctx, tx, b.mode, ids); err != nil {
+			return nil, err
 		}
 	}
 	if err := b.store.RecordFailures(ctx, tx, failures); err != nil {
-		return err
+		return nil, err
 	}
 	if err := b.store.DeadLetter(ctx, tx, unpublishable); err != nil {
-		return err
+		return nil, err
 	}
-	return tx.Commit(ctx)
+	return found, tx.Commit(ctx)
 }
 
 // Wait returns when every recorded outcome was written, or ctx ends.

@@ -247,8 +247,8 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 			brokerErr = err
 		}
 	}
-	if err := p.store.Published(ctx, tx, p.cfg.OnPublish, published); err != nil {
-		return res, err
+	if _, err := p.store.Published(ctx, tx, p.cfg.OnPublish, published); err != nil {
+		return res, err // the poller's rows are visible: it selected them
 	}
 	if err := p.store.RecordFailures(ctx, tx, failures); err != nil {
 		return res, err

@@ -80,28 +80,39 @@ func (s *Store) DeadLetter(ctx context.Context, q querier, rows []Failure) error
 	return nil
 }
 
-// Published applies the --on-publish mode to acked rows.
-func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []string) error {
+// Published applies the --on-publish mode to acked rows and returns the ids it found.
+// A row can be missing for a moment: logical decoding streams a transaction as soon
+// as its commit is in the WAL, a little before other sessions see its rows.
+func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []string) (map[string]bool, error) {
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
-	var err error
+	var sql string
 	switch mode {
 	case Mark:
-		_, err = q.Exec(ctx, "UPDATE "+s.table+" SET processed_at = now(), retry_after = NULL WHERE id = ANY($1::text[]::uuid[])", ids)
-	case Delete, None:
-		// With none, only rows the poller owned (re-inserted on failure) are here.
-		_, err = q.Exec(ctx, "DELETE FROM "+s.table+" WHERE id = ANY($1::text[]::uuid[])", ids)
+		sql = "UPDATE " + s.table + " SET processed_at = now(), retry_after = NULL WHERE id = ANY($1::text[]::uuid[]) RETURNING id::text"
+	default: // Delete, and None: only rows the poller owned (re-inserted on failure) get here
+		sql = "DELETE FROM " + s.table + " WHERE id = ANY($1::text[]::uuid[]) RETURNING id::text"
 	}
+	rows, err := q.Query(ctx, sql, ids)
 	if err != nil {
-		return fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
+		return nil, fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
 	}
-	return nil
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
+	}
+	seen := make(map[string]bool, len(found))
+	for _, id := range found {
+		seen[id] = true
+	}
+	return seen, nil
 }
 
 // querier is what both a pool and a transaction offer.
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
