@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all setup build demo test test-race bench fuzz lint
+.PHONY: all setup build demo test test-race bench fuzz lint chaos soak
 
 all: build
 
@@ -42,6 +42,15 @@ bench: setup
 fuzz: setup
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decoder
 	$(GO) test -run XXX -fuzz FuzzConfigFile -fuzztime 60s ./cmd/walrelay
+
+# chaos: the long fault run (SIGKILLs, a PostgreSQL restart, a broker outage, a
+# terminated walsender under 5,000 events/s); soak: 1,000,000 rows and 1 GB in one
+# transaction each. The short versions run in `make test`.
+chaos: setup
+	WALRELAY_CHAOS=full $(GO) test -count=1 -timeout 60m -run TestChaos -v ./internal/chaos/
+
+soak: setup
+	WALRELAY_SOAK=full $(GO) test -count=1 -timeout 60m -run TestHugeTransactions -v ./internal/chaos/
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }

@@ -85,7 +85,15 @@ func (r *Relay) Run(ctx context.Context) error {
 		defer built.Close()
 		snk = built
 	}
-	pool, err := pgxpool.New(ctx, r.cfg.DatabaseURL)
+	poolCfg, err := pgxpool.ParseConfig(r.cfg.DatabaseURL)
+	if err != nil {
+		return errorf("database pool", err)
+	}
+	// Bookkeeping statements are prepared once and run for ever: a generic plan made
+	// while the outbox was tiny (a sequential scan) would stay as it grows. Custom
+	// plans keep the primary-key lookups.
+	poolCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return errorf("database pool", err)
 	}

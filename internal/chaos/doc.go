@@ -1,0 +1,2 @@
+// Package chaos holds walrelay's fault-injection and huge-transaction soak tests (tests only).
+package chaos
