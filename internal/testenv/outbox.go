@@ -12,14 +12,6 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 )
 
-// Written is one committed outbox event as the test wrote it.
-type Written struct {
-	ID          string
-	AggregateID string
-	EventType   string
-	Seq         int // order of commit
-}
-
 // WriteTx writes n events in one transaction and commits it (or rolls it back).
 func WriteTx(t testing.TB, conn *pgx.Conn, aggregates []string, eventType string, n int, rollback bool) []outbox.Event {
 	t.Helper()

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -198,13 +197,4 @@ func WithParams(dbURL string, params map[string]string) string {
 	}
 	u.RawQuery = q.Encode()
 	return u.String()
-}
-
-// Redacted is dbURL with its password replaced, for messages.
-func Redacted(dbURL string) string {
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		return "(unparsable url)"
-	}
-	return strings.ReplaceAll(u.Redacted(), "%20", " ")
 }
