@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"log/slog"
 	"net"
 	"os"
 	"reflect"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
-	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink"
 	natssink "github.com/walrelay/walrelay/sink/nats"
 )
@@ -218,45 +216,10 @@ func (c *collector) get(id string) []error {
 type logBuffer = testenv.LogBuffer
 
 // startRelay runs a relay with the sink until the returned stop is called (or the
-// test ends); stop fails the test when Run returns an error.
+// test ends).
 func startRelay(t *testing.T, dbURL string, snk sink.Sink) (stop func()) {
 	t.Helper()
-	logs := &logBuffer{}
-	cfg := relay.DefaultConfig()
-	cfg.DatabaseURL = dbURL
-	cfg.Slot = "nats_" + randomHex(6)
-	cfg.Sink = snk
-	cfg.ReconnectMin = 100 * time.Millisecond
-	cfg.ReconnectMax = time.Second
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatalf("relay.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("relay.Run returned %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("relay did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			t.Logf("relay logs:\n%s", logs.String())
-		}
-	})
-	return stop
+	return testenv.RunRelay(t, dbURL, "nats_"+randomHex(6), snk, &logBuffer{})
 }
 
 func aggregates(prefix string, n int) []string {

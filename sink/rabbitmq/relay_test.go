@@ -16,45 +16,17 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
-	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/rabbitmq"
 )
 
-// startRelay runs a relay streaming dbURL into snk until the test ends; the relay's
-// and the sink's logs are printed when the test fails. Register the sink's Close
-// before calling it, so that the relay stops first.
+// startRelay runs a relay streaming dbURL into snk until the test ends. Register the
+// sink's Close before calling it, so that the relay stops first.
 func startRelay(t *testing.T, dbURL, slotPrefix string, snk sink.Sink, logs *logBuffer) {
 	t.Helper()
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	cfg := relay.DefaultConfig()
-	cfg.DatabaseURL = dbURL
-	cfg.Slot = slotPrefix + "_" + hex.EncodeToString(b[:])
-	cfg.Sink = snk
-	cfg.ReconnectMin, cfg.ReconnectMax = 100*time.Millisecond, time.Second
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatalf("relay.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay.Run returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("relay did not stop within 30s")
-		}
-		if t.Failed() {
-			t.Logf("relay and sink logs:\n%s", logs.String())
-		}
-	})
+	testenv.RunRelay(t, dbURL, slotPrefix+"_"+hex.EncodeToString(b[:]), snk, logs)
 }
 
 // relaySink creates a sink logging into logs, closed when the test ends.

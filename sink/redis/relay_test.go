@@ -1,7 +1,6 @@
 package redis_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -12,44 +11,16 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
-	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/redis"
 )
 
 // logBuffer collects logs; printed when a test fails.
 type logBuffer = testenv.LogBuffer
 
-// startRelay runs a relay for dbURL publishing through snk until the test ends.
+// startRelay runs a relay streaming dbURL into snk until the test ends.
 func startRelay(t *testing.T, dbURL, slot string, snk *redis.Sink, logs *logBuffer) {
 	t.Helper()
-	cfg := relay.DefaultConfig()
-	cfg.DatabaseURL = dbURL
-	cfg.Slot = slot
-	cfg.Sink = snk
-	cfg.ReconnectMin = 100 * time.Millisecond
-	cfg.ReconnectMax = time.Second
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatalf("relay.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay.Run returned %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("relay did not stop within 30s")
-		}
-		if t.Failed() {
-			t.Logf("logs:\n%s", logs.String())
-		}
-	})
+	testenv.RunRelay(t, dbURL, slot, snk, logs)
 }
 
 func aggregates(prefix string, n int) []string {
