@@ -9,13 +9,15 @@ import (
 
 // Proxy forwards TCP connections to a server and can cut them, which looks to a
 // client like the server going down and coming back, without stopping a server that
-// other tests share.
+// other tests share. While down it refuses connections, as a stopped broker's host
+// does (accepting and then closing them instead reads to some clients as a TLS
+// mismatch, which they do not retry).
 type Proxy struct {
-	ln     net.Listener
+	addr   string
 	target string
 
 	mu    sync.Mutex
-	down  bool
+	ln    net.Listener // nil while down
 	conns map[net.Conn]struct{}
 }
 
@@ -26,48 +28,49 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.Down()
-	})
+	p := &Proxy{ln: ln, addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
+	go p.accept(ln)
+	t.Cleanup(p.Down)
 	return p
 }
 
 // Addr is the proxy's host:port.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.addr }
 
 // Down closes every forwarded connection and refuses new ones until Up.
 func (p *Proxy) Down() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.down = true
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
 	for c := range p.conns {
 		c.Close()
 	}
 	clear(p.conns)
 }
 
-// Up accepts connections again.
+// Up listens on the same address again.
 func (p *Proxy) Up() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.down = false
+	if p.ln != nil {
+		return
+	}
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		panic("testenv: proxy cannot listen on " + p.addr + " again: " + err.Error())
+	}
+	p.ln = ln
+	go p.accept(ln)
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener) {
 	for {
-		client, err := p.ln.Accept()
+		client, err := ln.Accept()
 		if err != nil {
 			return
-		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			client.Close()
-			continue
 		}
 		server, err := net.Dial("tcp", p.target)
 		if err != nil {
