@@ -217,10 +217,10 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	var wg sync.WaitGroup
 	wg.Add(len(batch))
 	for i := range batch {
-		p.sink.Publish(&batch[i].ev, func(err error) {
+		p.sink.Publish(&batch[i].ev, sink.DoneFunc(func(err error) {
 			errs[i] = err
 			wg.Done()
-		})
+		}))
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
 	defer cancel()

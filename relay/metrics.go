@@ -156,15 +156,16 @@ func (r *Relay) stats(ctx context.Context, pool *pgxpool.Pool) error {
 
 func (r *Relay) readTableStats(ctx context.Context, pool *pgxpool.Pool) error {
 	// In stream mode the rows not handed over are in flight (counted by the window)
-	// or just not marked yet; in poll mode every unprocessed row waits.
-	waiting := "retry_after IS NOT NULL"
+	// or just not marked yet, so only handed-over rows and dead letters are read, through
+	// their small index; in poll mode every unprocessed row waits.
+	rows := "processed_at IS NULL AND (retry_after IS NOT NULL OR dead_lettered_at IS NOT NULL)"
 	if r.cfg.Mode == ModePoll {
-		waiting = "true"
+		rows = "processed_at IS NULL"
 	}
 	var waitingRows, dead int64
-	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL AND `+waiting+`),
+	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),
 			count(*) FILTER (WHERE dead_lettered_at IS NOT NULL)
-		FROM `+pgx.Identifier(splitIdent(r.cfg.Table)).Sanitize()+` WHERE processed_at IS NULL`).Scan(&waitingRows, &dead)
+		FROM `+pgx.Identifier(splitIdent(r.cfg.Table)).Sanitize()+` WHERE `+rows).Scan(&waitingRows, &dead)
 	if err != nil {
 		return err
 	}

@@ -221,7 +221,7 @@ func (p *publisher) deadLetter(wm *replication.Watermark, id string, reason erro
 }
 
 // inflight is one event between the sink and its settlement: all the per-event state
-// in one allocation (plus the callback franz-go needs).
+// in one allocation, which is also the sink's Done and the bookkeeping's Settler.
 type inflight struct {
 	ev        outbox.Event
 	pub       *publisher
@@ -235,11 +235,11 @@ type inflight struct {
 func (p *publisher) publish(wm *replication.Watermark, ev outbox.Event, lsn pglogrepl.LSN, committed time.Time) {
 	size := ev.Size()
 	f := &inflight{ev: ev, pub: p, txn: wm.Track(size), size: size, lsn: lsn, committed: committed}
-	p.sink.Publish(&f.ev, f.done)
+	p.sink.Publish(&f.ev, f)
 }
 
-// done takes the sink's verdict.
-func (f *inflight) done(err error) {
+// Done takes the sink's verdict.
+func (f *inflight) Done(err error) {
 	p := f.pub
 	if err == nil {
 		p.m.published.Inc()

@@ -29,13 +29,24 @@ func IsEventError(err error) bool {
 	return errors.As(err, &ee)
 }
 
+// Done is told how one Publish ended. An interface rather than a func so that the
+// caller's per-event state can be the callback: a method value would cost an
+// allocation per event.
+type Done interface{ Done(err error) }
+
+// DoneFunc lets a function be a Done.
+type DoneFunc func(error)
+
+// Done calls f.
+func (f DoneFunc) Done(err error) { f(err) }
+
 // Sink publishes events to a broker.
 type Sink interface {
-	// Publish hands e to the broker without waiting for it; done is called exactly
-	// once, from any goroutine, with nil when the broker acknowledged e or with the
-	// error that ended its delivery (an *EventError when it is about e alone). done must not block. The sink may keep e until
-	// done is called.
-	Publish(e *outbox.Event, done func(error))
+	// Publish hands e to the broker without waiting for it; done.Done is called
+	// exactly once, from any goroutine, with nil when the broker acknowledged e or with
+	// the error that ended its delivery (an *EventError when it is about e alone). It
+	// must not block. The sink may keep e until then.
+	Publish(e *outbox.Event, done Done)
 	// Flush waits until done was called for every published event, or ctx ends.
 	Flush(ctx context.Context) error
 	// Ping checks that the broker answers.

@@ -70,6 +70,8 @@ type Transactional struct {
 	topics   topicCache
 	progress string
 	key      []byte
+	// promiseFn is t.promise, bound once: a method value allocates.
+	promiseFn func(*kgo.Record, error)
 
 	inTxn  bool
 	mu     sync.Mutex
@@ -106,7 +108,9 @@ func NewTransactional(cfg Config, slot, progressTopic string) (*Transactional, e
 	if err != nil {
 		return nil, fmt.Errorf("kafka transactional client: %w", err)
 	}
-	return &Transactional{client: client, topic: tmpl, progress: progressTopic, key: []byte(slot)}, nil
+	t := &Transactional{client: client, topic: tmpl, progress: progressTopic, key: []byte(slot)}
+	t.promiseFn = t.promise
+	return t, nil
 }
 
 // Close aborts an open transaction and closes the client.
@@ -221,8 +225,7 @@ func (t *Transactional) Produce(e *outbox.Event) error {
 		}
 		t.inTxn = true
 	}
-	r := (&Sink{topic: t.topic}).newRecordWith(&t.topics, e, nil)
-	t.client.Produce(context.Background(), &r.Record, t.promise)
+	t.client.Produce(context.Background(), &newRecord(t.topic, &t.topics, e, nil).Record, t.promiseFn)
 	return nil
 }
 

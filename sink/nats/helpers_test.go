@@ -179,13 +179,13 @@ type collector struct {
 
 func newCollector() *collector { return &collector{results: map[string][]error{}} }
 
-func (c *collector) done(id string) func(error) {
-	return func(err error) {
+func (c *collector) done(id string) sink.Done {
+	return sink.DoneFunc(func(err error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.results[id] = append(c.results[id], err)
 		c.n++
-	}
+	})
 }
 
 // wait polls until n outcomes arrived.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/sink"
 	natssink "github.com/walrelay/walrelay/sink/nats"
 )
 
@@ -19,7 +20,7 @@ type cutAfter struct {
 	cut func()
 }
 
-func (c *cutAfter) Publish(e *outbox.Event, done func(error)) {
+func (c *cutAfter) Publish(e *outbox.Event, done sink.Done) {
 	c.Sink.Publish(e, done)
 	if c.n.Add(1) == c.at {
 		c.cut()

@@ -69,7 +69,7 @@ type Sink struct {
 type pending struct {
 	seq  uint64
 	msg  *nats.Msg
-	done func(error)
+	done sink.Done
 
 	// Written by whoever owns the event (see Sink.mu), handed over under mu.
 	err       error     // fail without sending (the subject is invalid)
@@ -151,7 +151,7 @@ func New(cfg Config) (*Sink, error) {
 }
 
 // Publish queues e for the sender; it never blocks on the broker. See sink.Sink.
-func (s *Sink) Publish(e *outbox.Event, done func(error)) {
+func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	subject := s.subject.Render(e)
 	p := &pending{
 		seq: s.seq.Add(1),
@@ -300,7 +300,7 @@ func (s *Sink) fail(p *pending, err error) {
 // finish calls p.done exactly once (each caller owns p), then counts it, so that
 // Flush returns only after the calls.
 func (s *Sink) finish(p *pending, err error) {
-	p.done(err)
+	p.done.Done(err)
 	s.mu.Lock()
 	s.mu.outstanding--
 	if s.mu.outstanding == 0 && s.mu.idle != nil {

@@ -280,12 +280,12 @@ type outcomes struct {
 func newOutcomes() *outcomes { return &outcomes{errs: map[string][]error{}} }
 
 func (o *outcomes) publish(s *rabbitmq.Sink, e *outbox.Event) {
-	s.Publish(e, func(err error) {
+	s.Publish(e, sink.DoneFunc(func(err error) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		o.errs[e.ID] = append(o.errs[e.ID], err)
 		o.n++
-	})
+	}))
 }
 
 // of returns the errors done was called with for the event id.

@@ -57,7 +57,7 @@ type Sink struct {
 // message is one event on its way to the broker.
 type message struct {
 	ev       *outbox.Event
-	done     func(error)
+	done     sink.Done
 	exchange string
 	key      string
 	pub      amqp.Publishing
@@ -99,7 +99,7 @@ func New(cfg Config) (*Sink, error) {
 // events beyond MaxPending unconfirmed publishes wait in the sink. While the broker
 // is unreachable, events queue up to MaxPending in all; beyond that Publish fails
 // them at once with a broker-level error.
-func (s *Sink) Publish(e *outbox.Event, done func(error)) {
+func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	m := &message{ev: e, done: done, exchange: s.exchange.Render(e), key: s.routingKey.Render(e)}
 	if err := m.check(); err != nil {
 		s.failSoon(m, &sink.EventError{Err: err})
@@ -164,7 +164,7 @@ func (s *Sink) finish(m *message, err error) {
 	if !m.settled.CompareAndSwap(false, true) {
 		return
 	}
-	m.done(err)
+	m.done.Done(err)
 	s.mu.Lock()
 	s.mu.pending--
 	if s.mu.pending == 0 && s.mu.drained != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/redis"
 )
 
@@ -170,12 +171,12 @@ func newOutcomes() *outcomes { return &outcomes{calls: map[*outbox.Event][]error
 
 // publish hands e to s, recording its outcome.
 func (o *outcomes) publish(s *redis.Sink, e *outbox.Event) {
-	s.Publish(e, func(err error) {
+	s.Publish(e, sink.DoneFunc(func(err error) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		o.calls[e] = append(o.calls[e], err)
 		o.n++
-	})
+	}))
 }
 
 // count is the number of done calls so far.

@@ -45,7 +45,7 @@ type Sink struct {
 // item is one published event.
 type item struct {
 	ev     *outbox.Event
-	done   func(error)
+	done   sink.Done
 	stream string
 }
 
@@ -81,7 +81,7 @@ func New(cfg Config) (*Sink, error) {
 
 // Publish queues e for the next batch; see sink.Sink. It blocks only while
 // MaxBufferedEvents events await their outcome.
-func (s *Sink) Publish(e *outbox.Event, done func(error)) {
+func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	it := &item{ev: e, done: done, stream: s.stream.Render(e)}
 	s.mu.Lock()
 	for !s.mu.closed && s.mu.outstanding >= s.cfg.MaxBufferedEvents {
@@ -95,7 +95,7 @@ func (s *Sink) Publish(e *outbox.Event, done func(error)) {
 	}
 	if s.mu.closed {
 		s.mu.Unlock()
-		done(ErrClosed)
+		done.Done(ErrClosed)
 		return
 	}
 	s.mu.queue = append(s.mu.queue, it)
@@ -162,7 +162,7 @@ func (s *Sink) Close() {
 // settle calls done for items with err, then counts them as finished.
 func (s *Sink) settle(items []*item, err error) {
 	for _, it := range items {
-		it.done(err)
+		it.done.Done(err)
 	}
 	s.finished(len(items))
 }

@@ -113,9 +113,9 @@ func (s *Sink) deliver(ctx context.Context, batch []*item) {
 			}
 			for i, it := range pending[:settled] {
 				if i == settled-1 {
-					it.done(outcome)
+					it.done.Done(outcome)
 				} else {
-					it.done(nil)
+					it.done.Done(nil)
 				}
 			}
 			s.finished(settled)

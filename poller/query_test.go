@@ -1,0 +1,75 @@
+package poller_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/poller"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// In stream mode a large backlog of unprocessed rows is the stream's business; the
+// poller must reach the few handed-over rows through their own index instead of
+// walking every pending row on each poll.
+func TestStreamModePollReadsOnlyHandedOverRows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := testenv.Connect(t, testenv.MigratedDatabase(t))
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		SELECT 'order', 'agg-' || (g % 100), 'order.created', '{}' FROM generate_series(1, 50000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE outbox_events SET attempts = 1, retry_after = now() - interval '1 second'
+		WHERE id IN (SELECT id FROM outbox_events ORDER BY random() LIMIT 3)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE outbox_events"); err != nil {
+		t.Fatal(err)
+	}
+	query := poller.SelectQuery("outbox_events", false)
+
+	var plan strings.Builder
+	rows, err := conn.Query(ctx, "EXPLAIN "+query, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan.String(), "idx_outbox_handed_over") || strings.Contains(plan.String(), "Seq Scan") ||
+		strings.Contains(plan.String(), "idx_outbox_unprocessed") {
+		t.Errorf("the stream-mode poll does not read through idx_outbox_handed_over alone:\n%s", plan.String())
+	}
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	got, err := tx.Query(ctx, query, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for got.Next() {
+		n++
+	}
+	if err := got.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Errorf("the poll selected %d rows, want the 3 handed-over ones", n)
+	}
+}
