@@ -91,6 +91,8 @@ type Config struct {
 	// ProducerBatchMaxBytes); keep it at or below the brokers' message.max.bytes.
 	// 0: franz-go's default, about 1 MB.
 	MaxMessageBytes int
+	// KafkaCompression of record batches: none, snappy, lz4, zstd or gzip.
+	KafkaCompression string
 	// PollBatchSize rows are locked and published per poll transaction.
 	PollBatchSize int
 	// PollInterval is the poller's fallback interval (NOTIFY wakes it sooner in poll mode).
@@ -137,6 +139,7 @@ func DefaultConfig() Config {
 		Slot:              "walrelay",
 		Publication:       "walrelay",
 		TopicTemplate:     kafka.DefaultTopicTemplate,
+		KafkaCompression:  kafka.DefaultCompression,
 		SinkKind:          SinkKafka,
 		Delivery:          AtLeastOnce,
 		ProgressTopic:     "walrelay.progress",
@@ -248,6 +251,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageBytes < 0 {
 		add("max message bytes must not be negative")
+	}
+	if err := kafka.CheckCompression(c.KafkaCompression); err != nil {
+		add("%w", err)
 	}
 	if c.PollBatchSize <= 0 {
 		add("poll batch size must be positive, got %d", c.PollBatchSize)

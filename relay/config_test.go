@@ -44,6 +44,8 @@ func TestValidate(t *testing.T) {
 		{"exactly-once in poll mode", func(c *relay.Config) { c.Delivery, c.Mode = relay.ExactlyOnce, relay.ModePoll }, "exactly-once needs"},
 		{"exactly-once to redis", func(c *relay.Config) { c.Delivery, c.SinkKind = relay.ExactlyOnce, relay.SinkRedis }, "exactly-once needs"},
 		{"bad delivery", func(c *relay.Config) { c.Delivery = "at-most-once" }, "delivery"},
+		{"zstd", func(c *relay.Config) { c.KafkaCompression = "zstd" }, ""},
+		{"bad compression", func(c *relay.Config) { c.KafkaCompression = "brotli" }, "unknown compression"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validConfig()

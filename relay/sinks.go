@@ -69,6 +69,7 @@ func (r *Relay) kafkaConfig() kafka.Config {
 		MaxBufferedEvents: 2*r.cfg.MaxInFlightEvents + r.cfg.PollBatchSize + 1000,
 		MaxBufferedBytes:  int(2*r.cfg.MaxInFlightBytes) + 16<<20,
 		MaxMessageBytes:   r.cfg.MaxMessageBytes,
+		Compression:       r.cfg.KafkaCompression,
 		EventTimeout:      r.cfg.EventTimeout,
 		Security:          r.cfg.KafkaSecurity,
 		Opts:              r.cfg.KafkaOpts,

@@ -88,6 +88,7 @@ func newSettings() *settings {
 		dur("retry-backoff-max", "longest wait between retries", &c.Retry.BackoffMax),
 		dur("event-timeout", "how long one event may fail with retriable errors before the poller takes it (0: never)", &c.EventTimeout),
 		num("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &c.MaxMessageBytes),
+		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &c.KafkaCompression),
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long processed rows are kept (0: forever)", &c.Retention),

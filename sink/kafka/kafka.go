@@ -27,6 +27,37 @@ import (
 // DefaultTopicTemplate is Debezium's outbox router default, so consumers can move over.
 const DefaultTopicTemplate = "outbox.event.{aggregate_type}"
 
+// DefaultCompression is what `make bench` found cheapest for the relay's CPU among
+// the codecs that still shrink JSON payloads (see BENCHMARKS.md).
+const DefaultCompression = "snappy"
+
+// compression returns the producer option for a codec name.
+func compression(name string) (kgo.Opt, error) {
+	var codec kgo.CompressionCodec
+	switch name {
+	case "", "snappy":
+		codec = kgo.SnappyCompression()
+	case "none":
+		codec = kgo.NoCompression()
+	case "lz4":
+		codec = kgo.Lz4Compression()
+	case "zstd":
+		codec = kgo.ZstdCompression()
+	case "gzip":
+		codec = kgo.GzipCompression()
+	default:
+		return nil, fmt.Errorf("kafka: unknown compression %q (want none, snappy, lz4, zstd or gzip)", name)
+	}
+	// NoCompression after the codec: franz-go falls back to it for brokers too old for the codec.
+	return kgo.ProducerBatchCompression(codec, kgo.NoCompression()), nil
+}
+
+// CheckCompression reports whether name is a compression this sink knows.
+func CheckCompression(name string) error {
+	_, err := compression(name)
+	return err
+}
+
 // Config of the Kafka sink.
 type Config struct {
 	Brokers []string
@@ -39,6 +70,9 @@ type Config struct {
 	// MaxMessageBytes is the largest record batch the producer builds; keep it at or
 	// below the brokers' message.max.bytes. 0: franz-go's default (about 1 MB).
 	MaxMessageBytes int
+	// Compression of record batches: none, snappy, lz4, zstd or gzip; empty is
+	// DefaultCompression.
+	Compression string
 	// EventTimeout is how long one record may keep failing with retriable errors
 	// before it counts as an event failure (when others are acked meanwhile) or a
 	// broker outage (when none are). 0: retry for ever.
@@ -89,10 +123,15 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.EventTimeout > 0 {
 		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.EventTimeout))
 	}
+	comp, err := compression(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
 	secOpts, err := cfg.Security.Opts()
 	if err != nil {
 		return nil, err
 	}
+	opts = append(opts, comp)
 	opts = append(opts, secOpts...)
 	opts = append(opts, cfg.Opts...)
 	client, err := kgo.NewClient(opts...)

@@ -86,11 +86,16 @@ func NewTransactional(cfg Config, slot, progressTopic string) (*Transactional, e
 	if err != nil {
 		return nil, err
 	}
+	comp, err := compression(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
 	secOpts, err := cfg.Security.Opts()
 	if err != nil {
 		return nil, err
 	}
 	opts := append([]kgo.Opt{
+		comp,
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.TransactionalID("walrelay-" + slot),
 		kgo.TransactionTimeout(time.Minute),
