@@ -172,6 +172,19 @@ func (e *env) startBroker(ctx context.Context, bin string) error {
 	}
 }
 
+// watchBroker cancels the run with the reason when the broker ends before close
+// stops it, so that every wait ends at once instead of timing out against a broker
+// that is gone. Only close stops it, so anything else is an outside kill (a
+// `pkill -f kfakeserver` elsewhere on the machine) or a crash.
+func (e *env) watchBroker(ctx context.Context, cancel context.CancelCauseFunc) {
+	select {
+	case <-ctx.Done():
+	case <-e.broker.done:
+		cancel(fmt.Errorf("the kfake broker (pid %d) ended during the run (%s), which the harness did not ask for; log tail:\n%s",
+			e.broker.pid(), e.broker.cmd.ProcessState, tailFile(e.broker.logPath, 5)))
+	}
+}
+
 // moduleDir is the walrelay module's root, from this file's compile-time path
 // (internal/bench/env.go), so the harness builds the relay from wherever it runs;
 // "" (the current directory) when that path is not on this machine.

@@ -163,8 +163,16 @@ func run(ctx context.Context, opts options) (err error) {
 	if f := strings.Fields(string(loadAvg)); len(f) >= 3 {
 		res.Machine.LoadAvg = strings.Join(f[:3], " ")
 	}
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil) // after the results are written, before close stops the broker
+	if err == nil {
+		go e.watchBroker(ctx, stopRun)
+	}
 	// Whatever happens, write what was measured.
 	defer func() {
+		if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = errors.Join(cause, err)
+		}
 		res.DurationSeconds = time.Since(res.Started).Seconds()
 		res.Complete = err == nil
 		if err != nil {
@@ -215,6 +223,11 @@ func run(ctx context.Context, opts options) (err error) {
 			}
 			if err != nil {
 				return fmt.Errorf("latency: %w", err)
+			}
+			// Like the drain's slots: left behind, it would keep its WAL and hold back
+			// catalog vacuum through the modes scenario.
+			if err := dropSlot(ctx, conn, latencyRun.slot); err != nil {
+				return err
 			}
 		}
 	}

@@ -32,6 +32,7 @@ func main() {
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	<-sig
+	// Which signal, in the log: the harness sends SIGTERM only when it exits.
+	fmt.Fprintf(os.Stderr, "kfakeserver: %v, stopping\n", <-sig)
 	c.Close()
 }
