@@ -55,8 +55,6 @@ type Bookkeeper struct {
 	// OnFlush, when set, is called with the duration of each batch written.
 	OnFlush func(time.Duration)
 
-	spare []Outcome // the last batch's slice, reused by the next one (flush only)
-
 	mu struct {
 		sync.Mutex
 		queue   []Outcome
@@ -86,35 +84,53 @@ func (b *Bookkeeper) Record(o Outcome) {
 	}
 }
 
+// writers is how many batches are written at once. Marking a drained backlog kept
+// one PostgreSQL backend at 80% of a core while the walsender waited for the window
+// to free up; a second batch in flight lets both cores work. Two batches never
+// deadlock on marks: each locks its rows in index or heap order.
+const writers = 2
+
 // Run writes queued outcomes until ctx ends.
 func (b *Bookkeeper) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() { b.write(ctx) })
+	}
+	wg.Wait()
+	b.flush(context.Background(), nil) // settle what was acked before stopping
+	return nil
+}
+
+// write is one writer: a batch per tick while outcomes are queued.
+func (b *Bookkeeper) write(ctx context.Context) {
 	ticker := time.NewTicker(b.every)
 	defer ticker.Stop()
+	var spare []Outcome // the last batch's slice, reused by the next one
 	for {
 		select {
 		case <-ctx.Done():
-			b.flush(context.Background()) // settle what was acked before stopping
-			return nil
+			return
 		case <-ticker.C:
 		case <-b.mu.wake:
 			// Wait for the batch to fill a little: one statement per tick, not per event.
 			select {
 			case <-ticker.C:
 			case <-ctx.Done():
+				return
 			}
 		}
-		b.flush(ctx)
+		spare = b.flush(ctx, spare)
 	}
 }
 
-func (b *Bookkeeper) flush(ctx context.Context) {
+// flush writes what is queued and returns its slice, emptied, for reuse.
+func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	b.mu.Lock()
 	batch := b.mu.queue
-	b.mu.queue = b.spare[:0]
+	b.mu.queue = spare[:0]
 	b.mu.Unlock()
 	if len(batch) == 0 {
-		b.spare = batch
-		return
+		return batch
 	}
 	var ids []string
 	var failures, unpublishable []Failure
@@ -133,7 +149,7 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 		}
 	}
 	started := time.Now()
-	found, err := b.write(ctx, ids, failures, unpublishable)
+	found, err := b.commit(ctx, ids, failures, unpublishable)
 	if err == nil && b.OnFlush != nil {
 		b.OnFlush(time.Since(started))
 	}
@@ -157,7 +173,6 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 	}
 	n := len(batch) - len(retry)
 	clear(batch)
-	b.spare = batch[:0]
 	b.mu.Lock()
 	b.mu.queue = append(b.mu.queue, retry...)
 	b.mu.pending -= n
@@ -166,10 +181,11 @@ func (b *Bookkeeper) flush(ctx context.Context) {
 		b.mu.idle = nil
 	}
 	b.mu.Unlock()
+	return batch[:0]
 }
 
-// write records a batch in one transaction and returns the acked ids it marked.
-func (b *Bookkeeper) write(ctx context.Context, ids []string, failures, unpublishable []Failure) (map[string]bool, error) {
+// commit records a batch in one transaction and returns the acked ids it marked.
+func (b *Bookkeeper) commit(ctx context.Context, ids []string, failures, unpublishable []Failure) (map[string]bool, error) {
 	if b.mode == None && len(failures) == 0 && len(unpublishable) == 0 {
 		return nil, nil
 	}

@@ -51,6 +51,8 @@ type options struct {
 	out          string
 	quick        bool
 	keep         bool
+	onPublish    string   // the drain and latency runs' --on-publish
+	relayArgs    []string // more `walrelay run` flags, for every relay
 }
 
 func parseFlags() (options, error) {
@@ -70,8 +72,12 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
 	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s")
+	flag.StringVar(&o.onPublish, "on-publish", "mark", "--on-publish of the drain and latency runs (scenarios 1-3)")
+	var relayArgs string
+	flag.StringVar(&relayArgs, "relay-args", "", "more `walrelay run` flags for every relay, space-separated (e.g. \"--kafka-compression lz4\")")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binaries, relay logs)")
 	flag.Parse()
+	o.relayArgs = strings.Fields(relayArgs)
 
 	if o.quick {
 		set := map[string]bool{}
@@ -150,7 +156,8 @@ func run(ctx context.Context, opts options) (err error) {
 			"fsync": "off", "full_page_writes": "off", "synchronous_commit": "on", "wal_level": "logical",
 			"shared_buffers": "128MB", "max_wal_size": pgSettings["max_wal_size"], "autovacuum": "on",
 		},
-		Relay: "walrelay run defaults: --mode stream, --on-publish mark, --max-inflight-events 10000, --status-interval 100ms",
+		Relay: strings.TrimSpace("walrelay run defaults: --mode stream, --max-inflight-events 10000, --status-interval 100ms; " +
+			"--on-publish " + opts.onPublish + " " + strings.Join(opts.relayArgs, " ")),
 	}}
 	before := readMachineCPU()
 	loadAvg, _ := os.ReadFile("/proc/loadavg")
@@ -195,7 +202,7 @@ func run(ctx context.Context, opts options) (err error) {
 		if err != nil {
 			return err
 		}
-		mainRun := relayRun{dbURL: url, mode: "stream", onPublish: "mark"}
+		mainRun := relayRun{dbURL: url, mode: "stream", onPublish: opts.onPublish}
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
 			return err

@@ -34,7 +34,8 @@ func (e *env) startRelay(run relayRun, label string) (*relayProc, error) {
 	e.runs++
 	logPath := filepath.Join(e.work, fmt.Sprintf("walrelay-%02d-%s.log", e.runs, label))
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProc("walrelay "+label, logPath, nil, e.walrelay, "run",
+	args := append([]string{"run"}, e.opts.relayArgs...)
+	args = append(args,
 		"--database-url", run.dbURL,
 		"--kafka-brokers", e.brokerAt,
 		"--slot", run.slot,
@@ -44,6 +45,7 @@ func (e *env) startRelay(run relayRun, label string) (*relayProc, error) {
 		"--metrics-addr", addr,
 		"--log-format", "json",
 	)
+	p, err := startProc("walrelay "+label, logPath, nil, e.walrelay, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -122,8 +122,8 @@ func writeMarkdown(w io.Writer, r *results) {
 	fmt.Fprintf(w, "%d × %s, %s RAM, Linux %s, %s, PostgreSQL %s; everything on loopback.\n",
 		m.CPUs, m.CPUModel, bytesIEC(m.MemoryBytes), m.Kernel, m.Go, m.PostgreSQL)
 	fmt.Fprintf(w, "Other work kept the machine %.0f%% busy just before the run (load average %s).\n", m.BusyBefore*100, m.LoadAvg)
-	fmt.Fprintf(w, "Payload %d B JSON, %s aggregates, kfake broker (%d partitions) in its own process, relay defaults (--on-publish mark) unless stated.\n\n",
-		r.Settings.PayloadBytes, commas(r.Settings.Aggregates), r.Settings.Partitions)
+	fmt.Fprintf(w, "Payload %d B JSON, %s aggregates, kfake broker (%d partitions) in its own process; relay: %s.\n\n",
+		r.Settings.PayloadBytes, commas(r.Settings.Aggregates), r.Settings.Partitions, r.Settings.Relay)
 
 	if d := r.Drain; d != nil && len(d.Rounds) > 0 {
 		fmt.Fprintf(w, "### Backlog drain: %s events, %d per transaction, %d round(s)\n\n", commas(d.Events), r.Settings.RowsPerTx, len(d.Rounds))
