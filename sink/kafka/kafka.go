@@ -27,20 +27,20 @@ import (
 // DefaultTopicTemplate is Debezium's outbox router default, so consumers can move over.
 const DefaultTopicTemplate = "outbox.event.{aggregate_type}"
 
-// DefaultCompression is what `make bench` found cheapest for the relay's CPU among
-// the codecs that still shrink JSON payloads (see BENCHMARKS.md).
-const DefaultCompression = "snappy"
+// DefaultCompression cost the relay the least CPU per event in BENCHMARKS.md's
+// comparison, less than sending uncompressed batches; franz-go's default is snappy.
+const DefaultCompression = "lz4"
 
 // compression returns the producer option for a codec name.
 func compression(name string) (kgo.Opt, error) {
 	var codec kgo.CompressionCodec
 	switch name {
-	case "", "snappy":
-		codec = kgo.SnappyCompression()
+	case "", "lz4":
+		codec = kgo.Lz4Compression()
 	case "none":
 		codec = kgo.NoCompression()
-	case "lz4":
-		codec = kgo.Lz4Compression()
+	case "snappy":
+		codec = kgo.SnappyCompression()
 	case "zstd":
 		codec = kgo.ZstdCompression()
 	case "gzip":
