@@ -18,7 +18,7 @@ func TestCompression(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		codec uint8 // the record batch attribute Kafka stores
-	}{{"none", 0}, {"gzip", 1}, {"snappy", 2}, {"", 3}, {"lz4", 3}, {"zstd", 4}} {
+	}{{"none", 0}, {"gzip", 1}, {"", 2}, {"snappy", 2}, {"lz4", 3}, {"zstd", 4}} {
 		t.Run("compression "+tc.name, func(t *testing.T) {
 			broker := testenv.Kafka(t)
 			s, err := kafka.New(kafka.Config{Brokers: broker.ListenAddrs(), TopicTemplate: "c.{aggregate_type}", Compression: tc.name})

@@ -27,37 +27,6 @@ import (
 // DefaultTopicTemplate is Debezium's outbox router default, so consumers can move over.
 const DefaultTopicTemplate = "outbox.event.{aggregate_type}"
 
-// DefaultCompression cost the relay the least CPU per event in BENCHMARKS.md's
-// comparison, less than sending uncompressed batches; franz-go's default is snappy.
-const DefaultCompression = "lz4"
-
-// compression returns the producer option for a codec name.
-func compression(name string) (kgo.Opt, error) {
-	var codec kgo.CompressionCodec
-	switch name {
-	case "", "lz4":
-		codec = kgo.Lz4Compression()
-	case "none":
-		codec = kgo.NoCompression()
-	case "snappy":
-		codec = kgo.SnappyCompression()
-	case "zstd":
-		codec = kgo.ZstdCompression()
-	case "gzip":
-		codec = kgo.GzipCompression()
-	default:
-		return nil, fmt.Errorf("kafka: unknown compression %q (want none, snappy, lz4, zstd or gzip)", name)
-	}
-	// NoCompression after the codec: franz-go falls back to it for brokers too old for the codec.
-	return kgo.ProducerBatchCompression(codec, kgo.NoCompression()), nil
-}
-
-// CheckCompression reports whether name is a compression this sink knows.
-func CheckCompression(name string) error {
-	_, err := compression(name)
-	return err
-}
-
 // Config of the Kafka sink.
 type Config struct {
 	Brokers []string
