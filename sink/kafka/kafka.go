@@ -58,8 +58,7 @@ type Sink struct {
 	topic     sink.Template
 	topics    topicCache
 	promiseFn func(*kgo.Record, error) // s.promise, bound once: a method value allocates
-	acks      atomic.Uint64
-	lastAck   atomic.Int64 // unix nanoseconds of a recent acknowledgement (see promise)
+	acks      atomic.Uint64            // acknowledgements so far; see classify
 }
 
 // New creates the client; it connects lazily.
@@ -116,7 +115,9 @@ func New(cfg Config) (*Sink, error) {
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	// The background context: a record must not fail because the caller is stopping;
 	// the relay's window keeps the buffer from filling, so this does not block.
-	s.client.Produce(context.Background(), &newRecord(s.topic, &s.topics, e, done).Record, s.promiseFn)
+	r := newRecord(s.topic, &s.topics, e, done)
+	r.acksBefore = s.acks.Load()
+	s.client.Produce(context.Background(), &r.Record, s.promiseFn)
 }
 
 // record is a kgo.Record with room for its headers and what the promise needs, so
@@ -124,9 +125,10 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 // the first field: the promise gets the *kgo.Record back and finds its record from it.
 type record struct {
 	kgo.Record
-	headers [5]kgo.RecordHeader
-	created [len(time.RFC3339Nano) + 8]byte
-	done    sink.Done
+	headers    [5]kgo.RecordHeader
+	created    [len(time.RFC3339Nano) + 8]byte
+	done       sink.Done
+	acksBefore uint64 // the sink's acknowledgements when this record was produced
 }
 
 // records recycles records: franz-go is done with a record once its promise returns.
@@ -138,7 +140,7 @@ var records = sync.Pool{New: func() any { return new(record) }}
 func newRecord(topic sink.Template, topics *topicCache, e *outbox.Event, done sink.Done) *record {
 	r := records.Get().(*record)
 	*r = record{done: done}
-	r.Timestamp = time.Now() // franz-go would read the clock for it; classify uses it too
+	r.Timestamp = time.Now() // franz-go would read the clock for it otherwise
 	r.headers = [5]kgo.RecordHeader{
 		{Key: "id", Value: bytesOf(e.ID)},
 		{Key: "event_type", Value: bytesOf(e.EventType)},
@@ -153,18 +155,14 @@ func newRecord(topic sink.Template, topics *topicCache, e *outbox.Event, done si
 	return r
 }
 
-// promise is the one callback every record shares. It reads the clock for lastAck
-// on every 16th ack only: classify compares it with record timestamps minutes
-// apart, and a stale value errs towards a broker failure, which hands nothing over.
+// promise is the one callback every record shares.
 func (s *Sink) promise(kr *kgo.Record, err error) {
 	r := (*record)(unsafe.Pointer(kr))
 	if err == nil {
-		if s.acks.Add(1)%16 == 1 {
-			s.lastAck.Store(time.Now().UnixNano())
-		}
+		s.acks.Add(1)
 		r.done.Done(nil)
 	} else {
-		r.done.Done(s.classify(err, r.Timestamp.UnixNano()))
+		r.done.Done(s.classify(err, r.acksBefore))
 	}
 	*r = record{}
 	records.Put(r)
@@ -198,14 +196,14 @@ func (c *topicCache) render(t sink.Template, e *outbox.Event) string {
 // classify tells a failure of this record from a failure of the broker: errors the
 // broker gives for one record and will give again (too large, invalid or forbidden
 // topic, ...), or a deadline that ran out while other records were acknowledged.
-func (s *Sink) classify(err error, produced int64) error {
+func (s *Sink) classify(err error, acksBefore uint64) error {
 	var kErr *kerr.Error
 	switch {
 	case errors.As(err, &kErr) && !kErr.Retriable,
 		errors.Is(err, kerr.UnknownTopicOrPartition): // surfaced only once franz-go gave up on it
 		return &sink.EventError{Err: err}
 	case errors.Is(err, kgo.ErrRecordTimeout) || errors.Is(err, kgo.ErrRecordRetries):
-		if s.lastAck.Load() > produced {
+		if s.acks.Load() > acksBefore {
 			return &sink.EventError{Err: fmt.Errorf("%w (other records were acknowledged meanwhile)", err)}
 		}
 	}

@@ -39,11 +39,10 @@ func BenchmarkRecordCycle(b *testing.B) {
 // Errors about one record are event errors; a broker that is down is not.
 func TestClassify(t *testing.T) {
 	s := &Sink{}
-	produced := time.Now().UnixNano()
 	for _, tc := range []struct {
 		name      string
 		err       error
-		lastAckIn time.Duration // relative to produced; 0: no ack since
+		acksSince uint64 // acknowledgements of other records after this one was produced
 		event     bool
 	}{
 		{"too large", kerr.MessageTooLarge, 0, true},
@@ -52,15 +51,12 @@ func TestClassify(t *testing.T) {
 		{"unknown topic after retries", kerr.UnknownTopicOrPartition, 0, true},
 		{"not enough replicas", kerr.NotEnoughReplicas, 0, false},
 		{"timeout while the broker is down", kgo.ErrRecordTimeout, 0, false},
-		{"timeout while others are acked", kgo.ErrRecordTimeout, time.Second, true},
+		{"timeout while others are acked", kgo.ErrRecordTimeout, 3, true},
 		{"network", errors.New("dial tcp: connection refused"), 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s.lastAck.Store(0)
-			if tc.lastAckIn > 0 {
-				s.lastAck.Store(produced + int64(tc.lastAckIn))
-			}
-			err := s.classify(tc.err, produced)
+			s.acks.Store(100 + tc.acksSince)
+			err := s.classify(tc.err, 100)
 			if got := sink.IsEventError(err); got != tc.event {
 				t.Fatalf("IsEventError(%v) = %v, want %v", err, got, tc.event)
 			}
