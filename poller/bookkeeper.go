@@ -155,7 +155,7 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	}
 	var retry []Outcome
 	for _, o := range batch {
-		if err == nil && o.Err == nil && !o.Unpublishable && b.mode != None && !found[o.Event.ID] {
+		if err == nil && o.Err == nil && !o.Unpublishable && b.mode != None && !found.Has(o.Event.ID) {
 			// Acked, but its row is not visible yet: its transaction's commit is in the
 			// WAL but not yet visible to other sessions. Mark it in a later batch; until
 			// then it does not settle, so the slot does not confirm past it.
@@ -184,27 +184,27 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	return batch[:0]
 }
 
-// commit records a batch in one transaction and returns the acked ids it marked.
-func (b *Bookkeeper) commit(ctx context.Context, ids []string, failures, unpublishable []Failure) (map[string]bool, error) {
+// commit records a batch in one transaction and reports the acked ids it marked.
+func (b *Bookkeeper) commit(ctx context.Context, ids []string, failures, unpublishable []Failure) (Found, error) {
 	if b.mode == None && len(failures) == 0 && len(unpublishable) == 0 {
-		return nil, nil
+		return Found{}, nil
 	}
 	tx, err := b.store.pool.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return Found{}, err
 	}
 	defer tx.Rollback(context.Background())
-	var found map[string]bool
+	var found Found
 	if b.mode != None {
 		if found, err = b.store.Published(ctx, tx, b.mode, ids); err != nil {
-			return nil, err
+			return Found{}, err
 		}
 	}
 	if err := b.store.RecordFailures(ctx, tx, failures); err != nil {
-		return nil, err
+		return Found{}, err
 	}
 	if err := b.store.DeadLetter(ctx, tx, unpublishable); err != nil {
-		return nil, err
+		return Found{}, err
 	}
 	return found, tx.Commit(ctx)
 }

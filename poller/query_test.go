@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/poller"
 )
@@ -71,5 +72,62 @@ func TestStreamModePollReadsOnlyHandedOverRows(t *testing.T) {
 	}
 	if n != 3 {
 		t.Errorf("the poll selected %d rows, want the 3 handed-over ones", n)
+	}
+}
+
+// Published marks the rows it finds and tells which those are, whether all were
+// there (the usual case, answered by the row count) or some were not.
+func TestPublishedReportsFoundRows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dbURL := testenv.MigratedDatabase(t)
+	conn := testenv.Connect(t, dbURL)
+	var ids []string
+	rows, err := conn.Query(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		SELECT 'order', 'a', 'order.created', '{}' FROM generate_series(1, 4) RETURNING id::text`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy())
+	missing := "00000000-0000-4000-8000-000000000000"
+
+	all, err := store.Published(ctx, pool, poller.Mark, ids[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	some, err := store.Published(ctx, pool, poller.Mark, []string{ids[2], missing, ids[2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		found poller.Found
+		id    string
+		want  bool
+	}{{all, ids[0], true}, {all, ids[1], true}, {some, ids[2], true}, {some, missing, false}, {some, ids[3], false}} {
+		if got := c.found.Has(c.id); got != c.want {
+			t.Errorf("Has(%s) = %v, want %v", c.id, got, c.want)
+		}
+	}
+	var marked int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events WHERE processed_at IS NOT NULL").Scan(&marked); err != nil {
+		t.Fatal(err)
+	}
+	if marked != 3 {
+		t.Errorf("%d rows marked, want 3", marked)
 	}
 }

@@ -80,33 +80,77 @@ func (s *Store) DeadLetter(ctx context.Context, q querier, rows []Failure) error
 	return nil
 }
 
-// Published applies the --on-publish mode to acked rows and returns the ids it found.
+// Published applies the --on-publish mode to acked rows and reports the ids it found.
 // A row can be missing for a moment: logical decoding streams a transaction as soon
 // as its commit is in the WAL, a little before other sessions see its rows.
-func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []string) (map[string]bool, error) {
+//
+// Marking checks the row count first and asks which rows are marked only when some
+// are missing: reading every id back cost the relay a tenth of its CPU.
+func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []string) (Found, error) {
 	if len(ids) == 0 {
-		return nil, nil
+		return Found{}, nil
 	}
-	var sql string
+	arr := uuidArray(ids)
+	var rows pgx.Rows
+	var err error
 	switch mode {
 	case Mark:
-		sql = "UPDATE " + s.table + " SET processed_at = now(), retry_after = NULL WHERE id = ANY($1::text[]::uuid[]) RETURNING id::text"
+		var tag pgconn.CommandTag
+		tag, err = q.Exec(ctx, "UPDATE "+s.table+" SET processed_at = now(), retry_after = NULL WHERE id = ANY($1::uuid[])", arr)
+		if err == nil && tag.RowsAffected() == int64(len(ids)) {
+			return Found{all: true}, nil
+		}
+		if err == nil {
+			rows, err = q.Query(ctx, "SELECT id::text FROM "+s.table+" WHERE id = ANY($1::uuid[]) AND processed_at IS NOT NULL", arr)
+		}
 	default: // Delete, and None: only rows the poller owned (re-inserted on failure) get here
-		sql = "DELETE FROM " + s.table + " WHERE id = ANY($1::text[]::uuid[]) RETURNING id::text"
+		rows, err = q.Query(ctx, "DELETE FROM "+s.table+" WHERE id = ANY($1::uuid[]) RETURNING id::text", arr)
 	}
-	rows, err := q.Query(ctx, sql, ids)
 	if err != nil {
-		return nil, fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
+		return Found{}, fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
 	}
 	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
+		return Found{}, fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
 	}
-	seen := make(map[string]bool, len(found))
+	f := Found{ids: make(map[string]bool, len(found))}
 	for _, id := range found {
-		seen[id] = true
+		f.ids[id] = true
 	}
-	return seen, nil
+	return f, nil
+}
+
+// Found tells which ids Published found.
+type Found struct {
+	all bool
+	ids map[string]bool
+}
+
+// Has reports whether Published found id.
+func (f Found) Has(id string) bool { return f.all || f.ids[id] }
+
+// uuidArray is ids as one PostgreSQL array literal for a $1::uuid[] parameter: much
+// cheaper for pgx to send than a []string. pgx sends it in text format and the server
+// parses it into a constant whose elements the planner reads, which keeps the index
+// scan after a tiny table was analyzed (TestBookkeepingAfterTinyTable; a
+// $1::text::uuid[] cast is not folded and ran a sequential scan). Ids are the text of
+// uuid columns, so they need no quoting; anything else fails the parse.
+func uuidArray(ids []string) string {
+	n := 2 + len(ids)
+	for _, id := range ids {
+		n += len(id)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('{')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(id)
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // querier is what both a pool and a transaction offer.
