@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/poller"
@@ -34,24 +35,18 @@ func TestStreamModePollReadsOnlyHandedOverRows(t *testing.T) {
 	}
 	query := poller.SelectQuery("outbox_events", false)
 
-	var plan strings.Builder
 	rows, err := conn.Query(ctx, "EXPLAIN "+query, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(plan.String(), "idx_outbox_handed_over") || strings.Contains(plan.String(), "Seq Scan") ||
-		strings.Contains(plan.String(), "idx_outbox_unprocessed") {
-		t.Errorf("the stream-mode poll does not read through idx_outbox_handed_over alone:\n%s", plan.String())
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "idx_outbox_handed_over") || strings.Contains(plan, "Seq Scan") ||
+		strings.Contains(plan, "idx_outbox_unprocessed") {
+		t.Errorf("the stream-mode poll does not read through idx_outbox_handed_over alone:\n%s", plan)
 	}
 
 	tx, err := conn.Begin(ctx)
@@ -82,20 +77,13 @@ func TestPublishedReportsFoundRows(t *testing.T) {
 	defer cancel()
 	dbURL := testenv.MigratedDatabase(t)
 	conn := testenv.Connect(t, dbURL)
-	var ids []string
 	rows, err := conn.Query(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
 		SELECT 'order', 'a', 'order.created', '{}' FROM generate_series(1, 4) RETURNING id::text`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		t.Fatal(err)
 	}
 	pool, err := pgxpool.New(ctx, dbURL)
