@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
 )
 
@@ -58,9 +59,8 @@ type Bookkeeper struct {
 	mu struct {
 		sync.Mutex
 		queue   []Outcome
-		pending int // queued or being written
+		pending drain.Count // queued or being written
 		wake    chan struct{}
-		idle    chan struct{} // closed when pending drops to 0
 	}
 }
 
@@ -76,7 +76,7 @@ func NewBookkeeper(store *Store, mode OnPublish, every time.Duration, log *slog.
 func (b *Bookkeeper) Record(o Outcome) {
 	b.mu.Lock()
 	b.mu.queue = append(b.mu.queue, o)
-	b.mu.pending++
+	b.mu.pending.Add(1)
 	b.mu.Unlock()
 	select {
 	case b.mu.wake <- struct{}{}:
@@ -175,11 +175,7 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	clear(batch)
 	b.mu.Lock()
 	b.mu.queue = append(b.mu.queue, retry...)
-	b.mu.pending -= n
-	if b.mu.pending == 0 && b.mu.idle != nil {
-		close(b.mu.idle)
-		b.mu.idle = nil
-	}
+	b.mu.pending.Add(-n)
 	b.mu.Unlock()
 	return batch[:0]
 }
@@ -211,20 +207,6 @@ func (b *Bookkeeper) commit(ctx context.Context, ids []string, failures, unpubli
 
 // Wait returns when every recorded outcome was written, or ctx ends.
 func (b *Bookkeeper) Wait(ctx context.Context) error {
-	b.mu.Lock()
-	if b.mu.pending == 0 {
-		b.mu.Unlock()
-		return nil
-	}
-	if b.mu.idle == nil {
-		b.mu.idle = make(chan struct{})
-	}
-	idle := b.mu.idle
-	b.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	_, err := b.mu.pending.Wait(ctx, &b.mu)
+	return err
 }

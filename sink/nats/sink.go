@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -59,8 +60,7 @@ type Sink struct {
 		sync.Mutex
 		queue       queue
 		inflight    map[*nats.Msg]*pending
-		outstanding int           // Publish calls whose done has not been called
-		idle        chan struct{} // closed when outstanding drops to 0 (Flush)
+		outstanding drain.Count // Publish calls whose done has not been called
 		closed      bool
 	}
 }
@@ -173,7 +173,7 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 		p.err = fmt.Errorf("%w (made from aggregate_type %q, event_type %q)", err, e.AggregateType, e.EventType)
 	}
 	s.mu.Lock()
-	s.mu.outstanding++
+	s.mu.outstanding.Add(1)
 	if s.mu.closed {
 		s.mu.Unlock()
 		go s.finish(p, errClosed) // done is not called from inside Publish
@@ -186,25 +186,10 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 
 // Flush waits until every published event had its done called, or ctx ends.
 func (s *Sink) Flush(ctx context.Context) error {
-	s.mu.Lock()
-	if s.mu.outstanding == 0 {
-		s.mu.Unlock()
-		return nil
+	if left, err := s.mu.outstanding.Wait(ctx, &s.mu); err != nil {
+		return fmt.Errorf("flush nats sink: %d events still without a PubAck: %w", left, err)
 	}
-	if s.mu.idle == nil {
-		s.mu.idle = make(chan struct{})
-	}
-	idle := s.mu.idle
-	s.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		s.mu.Lock()
-		n := s.mu.outstanding
-		s.mu.Unlock()
-		return fmt.Errorf("flush nats sink: %d events still without a PubAck: %w", n, ctx.Err())
-	}
+	return nil
 }
 
 // Ping checks that the server answers JetStream requests and that the stream
@@ -302,11 +287,7 @@ func (s *Sink) fail(p *pending, err error) {
 func (s *Sink) finish(p *pending, err error) {
 	p.done.Done(err)
 	s.mu.Lock()
-	s.mu.outstanding--
-	if s.mu.outstanding == 0 && s.mu.idle != nil {
-		close(s.mu.idle)
-		s.mu.idle = nil
-	}
+	s.mu.outstanding.Add(-1)
 	s.mu.Unlock()
 }
 

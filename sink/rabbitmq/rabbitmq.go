@@ -13,6 +13,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -40,10 +41,9 @@ type Sink struct {
 	// package; no amqp call and no done callback runs while it is held.
 	mu struct {
 		sync.Mutex
-		queue    []*message // accepted, not on the wire, in publish order
-		inflight []*message // on the current channel, unconfirmed, in delivery-tag order
-		pending  int        // events whose done has not returned yet
-		drained  chan struct{}
+		queue    []*message  // accepted, not on the wire, in publish order
+		inflight []*message  // on the current channel, unconfirmed, in delivery-tag order
+		pending  drain.Count // events whose done has not returned yet
 
 		link       *link // current connection; nil while reconnecting
 		connected  bool  // a confirm channel is up
@@ -125,13 +125,13 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 		s.mu.Unlock()
 		s.failSoon(m, errClosed)
 		return
-	case s.disconnectedLocked() && s.mu.pending >= s.cfg.MaxPending:
-		err := fmt.Errorf("%d events already wait for it: %w", s.mu.pending, s.unavailableLocked())
+	case s.disconnectedLocked() && s.mu.pending.N() >= s.cfg.MaxPending:
+		err := fmt.Errorf("%d events already wait for it: %w", s.mu.pending.N(), s.unavailableLocked())
 		s.mu.Unlock()
 		s.failSoon(m, err)
 		return
 	}
-	s.mu.pending++
+	s.mu.pending.Add(1)
 	s.mu.queue = append(s.mu.queue, m)
 	s.mu.Unlock()
 	s.signal()
@@ -154,7 +154,7 @@ func (m *message) check() error {
 // goroutine so that Publish's caller never runs its own callback re-entrantly.
 func (s *Sink) failSoon(m *message, err error) {
 	s.mu.Lock()
-	s.mu.pending++
+	s.mu.pending.Add(1)
 	s.mu.Unlock()
 	go s.finish(m, err)
 }
@@ -166,11 +166,7 @@ func (s *Sink) finish(m *message, err error) {
 	}
 	m.done.Done(err)
 	s.mu.Lock()
-	s.mu.pending--
-	if s.mu.pending == 0 && s.mu.drained != nil {
-		close(s.mu.drained)
-		s.mu.drained = nil
-	}
+	s.mu.pending.Add(-1)
 	s.mu.Unlock()
 }
 
@@ -198,24 +194,10 @@ func (s *Sink) unavailableLocked() error {
 
 // Flush waits until done was called for every published event, or ctx ends.
 func (s *Sink) Flush(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		n := s.mu.pending
-		if n == 0 {
-			s.mu.Unlock()
-			return nil
-		}
-		if s.mu.drained == nil {
-			s.mu.drained = make(chan struct{})
-		}
-		drained := s.mu.drained
-		s.mu.Unlock()
-		select {
-		case <-drained:
-		case <-ctx.Done():
-			return fmt.Errorf("flush rabbitmq sink: %d events without a confirm: %w", n, ctx.Err())
-		}
+	if left, err := s.mu.pending.Wait(ctx, &s.mu); err != nil {
+		return fmt.Errorf("flush rabbitmq sink: %d events without a confirm: %w", left, err)
 	}
+	return nil
 }
 
 // Ping checks that the connection is up and the broker answers on it (a channel

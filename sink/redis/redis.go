@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -35,8 +36,7 @@ type Sink struct {
 	mu struct {
 		sync.Mutex
 		queue       []*item       // published, not yet taken by the sender
-		outstanding int           // published, done not called yet (queued or in flight)
-		drained     chan struct{} // closed when outstanding drops to 0 (Flush waits on it)
+		outstanding drain.Count   // published, done not called yet (queued or in flight)
 		space       chan struct{} // closed when outstanding drops (a full Publish waits on it)
 		closed      bool
 	}
@@ -84,7 +84,7 @@ func New(cfg Config) (*Sink, error) {
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	it := &item{ev: e, done: done, stream: s.stream.Render(e)}
 	s.mu.Lock()
-	for !s.mu.closed && s.mu.outstanding >= s.cfg.MaxBufferedEvents {
+	for !s.mu.closed && s.mu.outstanding.N() >= s.cfg.MaxBufferedEvents {
 		if s.mu.space == nil {
 			s.mu.space = make(chan struct{})
 		}
@@ -99,7 +99,7 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 		return
 	}
 	s.mu.queue = append(s.mu.queue, it)
-	s.mu.outstanding++
+	s.mu.outstanding.Add(1)
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -109,24 +109,10 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 
 // Flush waits until done was called for every published event, or ctx ends.
 func (s *Sink) Flush(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		n := s.mu.outstanding
-		if n == 0 {
-			s.mu.Unlock()
-			return nil
-		}
-		if s.mu.drained == nil {
-			s.mu.drained = make(chan struct{})
-		}
-		drained := s.mu.drained
-		s.mu.Unlock()
-		select {
-		case <-drained:
-		case <-ctx.Done():
-			return fmt.Errorf("redis flush: %d events still await redis: %w", n, ctx.Err())
-		}
+	if left, err := s.mu.outstanding.Wait(ctx, &s.mu); err != nil {
+		return fmt.Errorf("redis flush: %d events still await redis: %w", left, err)
 	}
+	return nil
 }
 
 // Ping sends PING.
@@ -174,13 +160,9 @@ func (s *Sink) finished(n int) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mu.outstanding -= n
+	s.mu.outstanding.Add(-n)
 	if s.mu.space != nil {
 		close(s.mu.space)
 		s.mu.space = nil
-	}
-	if s.mu.outstanding == 0 && s.mu.drained != nil {
-		close(s.mu.drained)
-		s.mu.drained = nil
 	}
 }
