@@ -10,11 +10,13 @@ PKGS := ./...
 all: build
 
 # setup installs what a fresh Debian machine lacks: PostgreSQL's server binaries (the
-# throwaway clusters), promtool (the alert rules check) and the Go modules.
+# throwaway clusters), promtool (the alert rules check), kubectl (the kustomize render
+# check) and the Go modules.
 setup:
 	@missing=""; \
 	command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="postgresql"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v kubectl >/dev/null 2>&1 || missing="$$missing kubernetes-client"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing ..."; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

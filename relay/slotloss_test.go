@@ -24,6 +24,9 @@ func TestLostSlotIsReplaced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := pgcluster.BinDir(); err != nil && testenv.Cluster(t) == nil {
+		if testenvCI() {
+			t.Fatal("CI is set, but this test needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
+		}
 		t.Skip("needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
 	}
 	pg, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{
