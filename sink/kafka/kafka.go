@@ -132,14 +132,15 @@ type record struct {
 }
 
 // records recycles records: franz-go is done with a record once its promise returns.
+// Records go back zeroed, so that they hold no event while pooled.
 var records = sync.Pool{New: func() any { return new(record) }}
 
 // newRecord builds the record for e. Keys and header values share e's memory
 // instead of copying it: franz-go only reads them, and the event outlives the
 // record's promise.
 func newRecord(topic sink.Template, topics *topicCache, e *outbox.Event, done sink.Done) *record {
-	r := records.Get().(*record)
-	*r = record{done: done}
+	r := records.Get().(*record) // zero: new, or zeroed by promise
+	r.done = done
 	r.Timestamp = time.Now() // franz-go would read the clock for it otherwise
 	r.headers = [5]kgo.RecordHeader{
 		{Key: "id", Value: bytesOf(e.ID)},
