@@ -1,13 +1,19 @@
 package replication
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 )
+
+const readBufferSize = 64 << 10
 
 // Conn is a replication connection (replication=database) to PostgreSQL. It is used
 // by one goroutine at a time.
@@ -27,6 +33,11 @@ func Connect(ctx context.Context, databaseURL string) (*Conn, error) {
 	cfg.RuntimeParams["TimeZone"] = "UTC"
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "walrelay"
+	}
+	// pgproto3 reads into an 8 KiB buffer; a larger one under it lets one read take
+	// a whole batch (see readBatching).
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		return pgproto3.NewFrontend(bufio.NewReaderSize(r, readBufferSize), w)
 	}
 	pg, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {

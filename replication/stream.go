@@ -58,7 +58,8 @@ func (c *Conn) Stream(ctx context.Context, cfg StreamConfig, wm *Watermark, h Ha
 	if cfg.OnStart != nil {
 		cfg.OnStart()
 	}
-	s := &stream{conn: c, cfg: cfg, wm: wm, h: h, netConn: c.pg.Conn()}
+	netConn := c.pg.Conn()
+	s := &stream{conn: c, cfg: cfg, wm: wm, h: h, netConn: netConn, batch: newReadBatching(netConn)}
 	return s.run(ctx)
 }
 
@@ -68,6 +69,7 @@ type stream struct {
 	cfg     StreamConfig
 	wm      *Watermark
 	h       Handler
+	batch   *readBatching
 
 	sent       pglogrepl.LSN // last confirmed LSN sent
 	lastSentAt time.Time
@@ -86,12 +88,15 @@ func (s *stream) run(ctx context.Context) error {
 	stopWatch := context.AfterFunc(ctx, func() { _ = s.netConn.SetReadDeadline(time.Now()) })
 	defer stopWatch()
 	defer s.netConn.SetReadDeadline(time.Time{})
+	defer s.batch.set(false)
 
 	// The clock is read after a read timed out, after waiting for room, and every
 	// clockEvery messages otherwise; the deadline is set only when it moves. Both
 	// cost more per message than decoding an insert does.
 	const clockEvery = 32
-	nextStatus := time.Now().Add(s.cfg.StatusInterval)
+	clock := time.Now()
+	nextStatus := clock.Add(s.cfg.StatusInterval)
+	s.batch.windowStart = clock
 	var deadline time.Time
 	sinceClock := 0
 	for {
@@ -103,14 +108,16 @@ func (s *stream) run(ctx context.Context) error {
 		}
 		if sinceClock >= clockEvery {
 			sinceClock = 0
-			if now := time.Now(); !now.Before(nextStatus) {
+			clock = time.Now()
+			s.batch.observe(clock)
+			if !clock.Before(nextStatus) {
 				if err := s.h.Tick(ctx); err != nil {
 					return err
 				}
 				if err := s.sendStatus(false); err != nil {
 					return err
 				}
-				nextStatus = now.Add(s.cfg.StatusInterval)
+				nextStatus = clock.Add(s.cfg.StatusInterval)
 			}
 		}
 		if room := s.wm.window.Room(); room != nil {
@@ -120,9 +127,9 @@ func (s *stream) run(ctx context.Context) error {
 			continue
 		}
 		s.fullSince = time.Time{}
-		if deadline != nextStatus {
-			_ = s.netConn.SetReadDeadline(nextStatus)
-			deadline = nextStatus
+		if d := s.batch.deadline(clock, nextStatus); d != deadline {
+			_ = s.netConn.SetReadDeadline(d)
+			deadline = d
 		}
 		msg, err := s.conn.pg.ReceiveMessage(context.Background())
 		if err != nil {
@@ -170,6 +177,7 @@ func (s *stream) waitRoom(ctx context.Context, room <-chan struct{}, until time.
 func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error {
 	switch msg := msg.(type) {
 	case *pgproto3.CopyData:
+		s.batch.received(len(msg.Data))
 		if len(msg.Data) == 0 {
 			return errors.New("empty replication message")
 		}

@@ -1,0 +1,95 @@
+package replication
+
+import (
+	"crypto/tls"
+	"net"
+	"syscall"
+	"time"
+)
+
+// Read batching. A relay that keeps up with the walsender wakes for every few
+// messages the kernel has: a read, a park on the poller and a wake-up for each
+// kilobyte or two. While the stream is fast, the socket's receive low-water mark
+// (SO_RCVLOWAT) makes the kernel hold bytes back until batchBytes are there, so each
+// wake-up reads tens of messages instead (it cut relay CPU per event by a quarter or
+// more in the backlog drain; see BENCHMARKS.md). The price is latency, so batching is
+// on only while the bytes arrive fast enough to fill a batch in half of batchWait, and
+// the read deadline lets no read wait more than batchWait past the last clock reading.
+const (
+	batchBytes = 16 << 10
+	// batchWait bounds how long a batching read may hold back the bytes it has.
+	batchWait = 2 * time.Millisecond
+	// rateWindow is the shortest time the arrival rate is measured over, so that
+	// one burst, or one pause of the walsender, does not switch the mode.
+	rateWindow = 10 * time.Millisecond
+)
+
+// readBatching decides when to batch reads and sets the socket option.
+type readBatching struct {
+	raw syscall.RawConn // nil: not TCP (a Unix socket), batching stays off
+	on  bool
+
+	windowStart time.Time
+	windowBytes int
+}
+
+func newReadBatching(c net.Conn) *readBatching {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
+	b := &readBatching{}
+	if tc, ok := c.(*net.TCPConn); ok {
+		b.raw, _ = tc.SyscallConn()
+	}
+	return b
+}
+
+// received counts the bytes of one message.
+func (b *readBatching) received(n int) { b.windowBytes += n }
+
+// observe is called when the stream reads the clock. It turns batching on when the
+// bytes of the last rateWindow would fill two batches per batchWait, and off below a
+// quarter of that, so the rate has to change a lot before the mode does.
+func (b *readBatching) observe(now time.Time) {
+	elapsed := now.Sub(b.windowStart)
+	if elapsed < rateWindow {
+		return
+	}
+	// rate >= 2*batchBytes/batchWait, without dividing
+	fast := int64(b.windowBytes)*int64(batchWait) >= 2*batchBytes*int64(elapsed)
+	slow := int64(b.windowBytes)*int64(batchWait)*4 < 2*batchBytes*int64(elapsed)
+	switch {
+	case fast && !b.on:
+		b.set(true)
+	case slow && b.on:
+		b.set(false)
+	}
+	b.windowStart, b.windowBytes = now, 0
+}
+
+// deadline is the read deadline: the status timer, or sooner while batching.
+func (b *readBatching) deadline(lastClock, nextStatus time.Time) time.Time {
+	if b.on {
+		if d := lastClock.Add(batchWait); d.Before(nextStatus) {
+			return d
+		}
+	}
+	return nextStatus
+}
+
+// set switches the socket's low-water mark.
+func (b *readBatching) set(on bool) {
+	if b.raw == nil {
+		return
+	}
+	lowat := 1 // the default: readable as soon as one byte is there
+	if on {
+		lowat = batchBytes
+	}
+	var serr error
+	if err := b.raw.Control(func(fd uintptr) { serr = setRcvLowat(fd, lowat) }); err != nil || serr != nil {
+		b.raw = nil // the option does not work here: keep the mode the kernel has, stop trying
+		return
+	}
+	b.on = on
+}
