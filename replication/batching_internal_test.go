@@ -51,9 +51,9 @@ func TestBatchingFollowsTheArrivalRate(t *testing.T) {
 	if d := b.deadline(start, start.Add(time.Second)); d != start.Add(batchWait) {
 		t.Fatalf("batching deadline %v after the clock, want %v", d.Sub(start), batchWait)
 	}
-	// half the threshold: stays on (hysteresis)
+	// half the threshold rate (a batch per batchWait): stays on (hysteresis)
 	now := start.Add(rateWindow)
-	b.received(batchBytes * int(rateWindow/batchWait) / 2)
+	b.received(batchBytes * int(rateWindow/batchWait))
 	now = now.Add(rateWindow)
 	b.observe(now)
 	if !b.on {
