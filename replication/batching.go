@@ -55,13 +55,11 @@ func (b *readBatching) observe(now time.Time) {
 	if elapsed < rateWindow {
 		return
 	}
-	// rate >= 2*batchBytes/batchWait, without dividing
-	fast := int64(b.windowBytes)*int64(batchWait) >= 2*batchBytes*int64(elapsed)
-	slow := int64(b.windowBytes)*int64(batchWait)*4 < 2*batchBytes*int64(elapsed)
-	switch {
-	case fast && !b.on:
+	onAt := 2 * batchBytes * int64(elapsed) / int64(batchWait) // bytes in elapsed at the on rate
+	switch got := int64(b.windowBytes); {
+	case got >= onAt:
 		b.set(true)
-	case slow && b.on:
+	case got < onAt/4:
 		b.set(false)
 	}
 	b.windowStart, b.windowBytes = now, 0
@@ -77,9 +75,9 @@ func (b *readBatching) deadline(lastClock, nextStatus time.Time) time.Time {
 	return nextStatus
 }
 
-// set switches the socket's low-water mark.
+// set switches the socket's low-water mark, when the mode changes.
 func (b *readBatching) set(on bool) {
-	if b.raw == nil {
+	if b.raw == nil || on == b.on {
 		return
 	}
 	lowat := 1 // the default: readable as soon as one byte is there

@@ -7,10 +7,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgproto3"
-
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 const readBufferSize = 64 << 10

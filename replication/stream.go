@@ -97,6 +97,7 @@ func (s *stream) run(ctx context.Context) error {
 	clock := time.Now()
 	nextStatus := clock.Add(s.cfg.StatusInterval)
 	s.batch.windowStart = clock
+	want := s.batch.deadline(clock, nextStatus) // the read deadline for the clock reading
 	var deadline time.Time
 	sinceClock := 0
 	for {
@@ -119,6 +120,7 @@ func (s *stream) run(ctx context.Context) error {
 				}
 				nextStatus = clock.Add(s.cfg.StatusInterval)
 			}
+			want = s.batch.deadline(clock, nextStatus)
 		}
 		if room := s.wm.window.Room(); room != nil {
 			s.warnIfStuck()
@@ -127,9 +129,9 @@ func (s *stream) run(ctx context.Context) error {
 			continue
 		}
 		s.fullSince = time.Time{}
-		if d := s.batch.deadline(clock, nextStatus); d != deadline {
-			_ = s.netConn.SetReadDeadline(d)
-			deadline = d
+		if want != deadline {
+			_ = s.netConn.SetReadDeadline(want)
+			deadline = want
 		}
 		msg, err := s.conn.pg.ReceiveMessage(context.Background())
 		if err != nil {
