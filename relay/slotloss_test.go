@@ -12,6 +12,7 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -93,6 +94,27 @@ func TestLostSlotIsReplaced(t *testing.T) {
 	after := testenv.WriteTx(t, conn, []string{"c"}, "after.drop", 10, false)
 	if !consumer.WaitDistinct(time.Minute, len(before)+len(during)+len(after)) {
 		t.Fatalf("after the slot was dropped: %d of %d delivered", consumer.Distinct(), len(before)+len(during)+len(after))
+	}
+	if !rn.waitLog(10*time.Second, "the slot disappeared") {
+		t.Error("the dropped slot was not logged as lost")
+	}
+	if got := testutil.ToFloat64(metricByName(t, reg, "walrelay_slots_replaced_total")); got != 2 {
+		t.Errorf("walrelay_slots_replaced_total = %v after the drop, want 2", got)
+	}
+	rn.stop()
+
+	// With --on-publish none the table cannot close the gap: the log must say so.
+	rn = start(t, dbURL, broker, "lossy", func(c *relay.Config) { c.OnPublish = poller.None })
+	if !rn.waitLog(30*time.Second, "streaming") {
+		t.Fatal("the relay did not stream in none mode")
+	}
+	waitFor(t, 30*time.Second, "dropping the slot in none mode", func() bool {
+		_, _ = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'lossy'`)
+		_, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot('lossy')")
+		return err == nil
+	})
+	if !rn.waitLog(30*time.Second, "MAY BE LOST") {
+		t.Error("with --on-publish none, the dropped slot was not reported as a possible loss")
 	}
 }
 

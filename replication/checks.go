@@ -185,10 +185,13 @@ func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, err
 	err := conn.QueryRow(ctx, `SELECT s.plugin, s.database, s.wal_status, s.confirmed_flush_lsn::text, current_database()
 		FROM pg_replication_slots s WHERE s.slot_name = $1`, slot).
 		Scan(&plugin, &database, &walStatus, &confirmed, &ourDatabase)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return st, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Missing: the bookkeeping row still tells a slot that was never created from
+		// one that disappeared (docs/design.md invariant 9).
+		st.CatchupState, err = catchupState(ctx, conn, slot)
+		return st, err
+	case err != nil:
 		return st, fmt.Errorf("look up replication slot %s: %w", slot, err)
 	}
 	st.Exists = true
@@ -210,19 +213,24 @@ func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, err
 			return st, fmt.Errorf("parse confirmed_flush_lsn of %s: %w", slot, err)
 		}
 	}
+	st.CatchupState, err = catchupState(ctx, conn, slot)
+	return st, err
+}
+
+// catchupState reads whether walrelay created the slot and finished its catch-up pass.
+func catchupState(ctx context.Context, conn *pgx.Conn, slot string) (CatchupState, error) {
 	var done *time.Time
-	err = conn.QueryRow(ctx, "SELECT catchup_done_at FROM walrelay_slots WHERE slot_name = $1", slot).Scan(&done)
+	err := conn.QueryRow(ctx, "SELECT catchup_done_at FROM walrelay_slots WHERE slot_name = $1", slot).Scan(&done)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		st.CatchupState = CatchupUnknown
+		return CatchupUnknown, nil
 	case err != nil:
-		return st, fmt.Errorf("read catch-up state of slot %s: %w", slot, err)
+		return CatchupUnknown, fmt.Errorf("read catch-up state of slot %s: %w", slot, err)
 	case done == nil:
-		st.CatchupState = CatchupPending
+		return CatchupPending, nil
 	default:
-		st.CatchupState = CatchupDone
+		return CatchupDone, nil
 	}
-	return st, nil
 }
 
 // SenderTimeout returns the server's wal_sender_timeout for this connection (0: none).
