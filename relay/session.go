@@ -125,9 +125,9 @@ func (r *Relay) slotReplaced(why string) {
 // recorded as pending first and as done last, so a crash in between makes the next
 // session create it again and repeat the pass (duplicates, never a loss).
 func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper) (pglogrepl.LSN, error) {
-	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name) VALUES ($1)
-		ON CONFLICT (slot_name) DO UPDATE SET created_at = now(), catchup_done_at = NULL`, r.cfg.Slot); err != nil {
-		return 0, errorf("record slot "+r.cfg.Slot, err)
+	incarnation, err := replication.RecordSlot(ctx, conn, r.cfg.Slot)
+	if err != nil {
+		return 0, err
 	}
 	created, err := rc.CreateSlot(ctx, r.cfg.Slot)
 	if err != nil {
@@ -141,8 +141,8 @@ func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.
 	if err != nil {
 		return 0, errorf("catch-up pass", err)
 	}
-	if _, err := conn.Exec(ctx, "UPDATE walrelay_slots SET catchup_done_at = now() WHERE slot_name = $1", r.cfg.Slot); err != nil {
-		return 0, errorf("record catch-up done", err)
+	if err := replication.MarkCatchupDone(ctx, conn, r.cfg.Slot, incarnation); err != nil {
+		return 0, err
 	}
 	r.log.Info("catch-up pass done", "slot", r.cfg.Slot, "events", n, "took", time.Since(started).Round(time.Millisecond).String())
 	return created.ConsistentPoint, nil

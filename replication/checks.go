@@ -30,6 +30,9 @@ type SlotState struct {
 	Confirmed    pglogrepl.LSN
 	WALStatus    string
 	CatchupState CatchupState
+	// Created is when walrelay last created the slot (zero: not created by walrelay).
+	// It tells one incarnation of a slot name from the next.
+	Created time.Time
 }
 
 // CatchupState says whether the slot's catch-up pass finished.
@@ -189,7 +192,7 @@ func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, err
 	case errors.Is(err, pgx.ErrNoRows):
 		// Missing: the bookkeeping row still tells a slot that was never created from
 		// one that disappeared (docs/design.md invariant 9).
-		st.CatchupState, err = catchupState(ctx, conn, slot)
+		st.CatchupState, st.Created, err = catchupState(ctx, conn, slot)
 		return st, err
 	case err != nil:
 		return st, fmt.Errorf("look up replication slot %s: %w", slot, err)
@@ -213,24 +216,8 @@ func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, err
 			return st, fmt.Errorf("parse confirmed_flush_lsn of %s: %w", slot, err)
 		}
 	}
-	st.CatchupState, err = catchupState(ctx, conn, slot)
+	st.CatchupState, st.Created, err = catchupState(ctx, conn, slot)
 	return st, err
-}
-
-// catchupState reads whether walrelay created the slot and finished its catch-up pass.
-func catchupState(ctx context.Context, conn *pgx.Conn, slot string) (CatchupState, error) {
-	var done *time.Time
-	err := conn.QueryRow(ctx, "SELECT catchup_done_at FROM walrelay_slots WHERE slot_name = $1", slot).Scan(&done)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return CatchupUnknown, nil
-	case err != nil:
-		return CatchupUnknown, fmt.Errorf("read catch-up state of slot %s: %w", slot, err)
-	case done == nil:
-		return CatchupPending, nil
-	default:
-		return CatchupDone, nil
-	}
 }
 
 // SenderTimeout returns the server's wal_sender_timeout for this connection (0: none).
