@@ -33,7 +33,8 @@ type StreamConfig struct {
 	// KeepaliveInterval is the longest time between two status updates, moved or
 	// not; keep it well under the server's wal_sender_timeout.
 	KeepaliveInterval time.Duration
-	// ShutdownTimeout bounds the wait for in-flight events when ctx ends.
+	// ShutdownTimeout bounds a stop: reading on to the end of the open transaction,
+	// then the wait for in-flight events.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
 	// OnStart is called once replication started; OnConfirm after each status
@@ -45,9 +46,9 @@ type StreamConfig struct {
 // Stream starts replication from the slot's confirmed position and feeds h until ctx
 // ends or the session fails. It is the only user of the connection meanwhile: it reads
 // messages, pauses reading while the window is full, and sends standby status
-// updates with the watermark's confirmable LSN throughout. When ctx ends it stops
-// reading, drains h for at most ShutdownTimeout, sends the final confirmable LSN and
-// returns nil.
+// updates with the watermark's confirmable LSN throughout. When ctx ends it reads on
+// to the end of the open transaction, if any, drains h, sends the final confirmable
+// LSN and returns nil, all within ShutdownTimeout.
 func (c *Conn) Stream(ctx context.Context, cfg StreamConfig, wm *Watermark, h Handler) error {
 	err := pglogrepl.StartReplication(ctx, c.pg, cfg.Slot, 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", cfg.Publication)},
@@ -100,12 +101,34 @@ func (s *stream) run(ctx context.Context) error {
 	want := s.batch.deadline(clock, nextStatus) // the read deadline for the clock reading
 	var deadline time.Time
 	sinceClock := 0
+	// live is ctx until it ends; then, while a transaction is open, a context bounded
+	// by the shutdown timeout in which the stream reads on to its commit.
+	live := ctx
+	var stopBy time.Time
 	for {
 		if err := s.wm.Err(); err != nil {
 			return err
 		}
-		if ctx.Err() != nil {
-			return s.shutdown()
+		if live.Err() != nil {
+			if stopBy.IsZero() {
+				stopBy = time.Now().Add(s.cfg.ShutdownTimeout)
+				if s.wm.open != nil {
+					var cancel context.CancelFunc
+					live, cancel = context.WithDeadline(context.Background(), stopBy)
+					defer cancel()
+					deadline = time.Time{} // ctx's end pulled the socket deadline in
+					s.cfg.Logger.Info("stopping: reading on to the end of the open transaction, so that its events can be confirmed",
+						"slot", s.cfg.Slot, "within", time.Until(stopBy).Round(time.Millisecond).String())
+					continue
+				}
+			} else if s.wm.open != nil {
+				s.cfg.Logger.Warn("stopping before the open transaction ended: the shutdown timeout ran out; "+
+					"its events published so far will be published again on the next start", "slot", s.cfg.Slot)
+			}
+			return s.shutdown(stopBy)
+		}
+		if !stopBy.IsZero() && s.wm.open == nil {
+			return s.shutdown(stopBy) // the open transaction committed
 		}
 		if sinceClock >= clockEvery {
 			sinceClock = 0
@@ -124,7 +147,7 @@ func (s *stream) run(ctx context.Context) error {
 		}
 		if room := s.wm.window.Room(); room != nil {
 			s.warnIfStuck()
-			s.waitRoom(ctx, room, nextStatus)
+			s.waitRoom(live, room, nextStatus)
 			sinceClock = clockEvery
 			continue
 		}
@@ -137,12 +160,15 @@ func (s *stream) run(ctx context.Context) error {
 		if err != nil {
 			if pgconn.Timeout(err) {
 				sinceClock = clockEvery
+				if !stopBy.IsZero() {
+					deadline = time.Time{} // ctx's end may have pulled the deadline in after we set it
+				}
 				continue
 			}
 			return fmt.Errorf("receive replication message: %w", err)
 		}
 		sinceClock++
-		if err := s.handle(ctx, msg); err != nil {
+		if err := s.handle(live, msg); err != nil {
 			return err
 		}
 	}
@@ -241,11 +267,11 @@ func (s *stream) sendStatus(force bool) error {
 	return nil
 }
 
-// shutdown drains in-flight events while still answering the server, then sends the
-// final confirmable LSN (DESIGN invariant 6).
-func (s *stream) shutdown() error {
+// shutdown drains in-flight events until stopBy while still answering the server,
+// then sends the final confirmable LSN (docs/design.md invariant 6).
+func (s *stream) shutdown(stopBy time.Time) error {
 	_ = s.netConn.SetReadDeadline(time.Time{})
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), stopBy)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.h.Drain(ctx) }()
