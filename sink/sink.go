@@ -14,10 +14,11 @@ import (
 )
 
 // EventError is a failure of one event that retrying it in place will not fix (too
-// large, a topic that does not exist or is forbidden, or a deadline that ran out
-// while the broker acknowledged other events). The relay hands such an event to the
-// poller's bookkeeping and moves on. Any other publish error means the broker as a
-// whole is unavailable: nothing is handed over and the stream is retried.
+// large, invalid, a topic that does not exist or is forbidden; each sink documents
+// what it counts). The relay hands such an event to the poller's bookkeeping and
+// moves on. Any other publish error means the broker, or the part of it the event
+// goes to, is unavailable: nothing is handed over and the stream is retried, so
+// the event keeps its place in its aggregate's order.
 type EventError struct{ Err error }
 
 func (e *EventError) Error() string { return e.Err.Error() }

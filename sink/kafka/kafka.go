@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -43,8 +42,9 @@ type Config struct {
 	// DefaultCompression.
 	Compression string
 	// EventTimeout is how long one record may keep failing with retriable errors
-	// before it counts as an event failure (when others are acked meanwhile) or a
-	// broker outage (when none are). 0: retry for ever.
+	// before franz-go gives up on it and on the rest of its partition. That is an
+	// outage of the partition, not a failure of the event: the error is a plain
+	// one, whatever other partitions do meanwhile. 0: retry for ever.
 	EventTimeout time.Duration
 	// Security: TLS and SASL.
 	Security Security
@@ -58,7 +58,6 @@ type Sink struct {
 	topic     sink.Template
 	topics    topicCache
 	promiseFn func(*kgo.Record, error) // s.promise, bound once: a method value allocates
-	acks      atomic.Uint64            // acknowledgements so far; see classify
 }
 
 // New creates the client; it connects lazily.
@@ -116,7 +115,6 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	// The background context: a record must not fail because the caller is stopping;
 	// the relay's window keeps the buffer from filling, so this does not block.
 	r := newRecord(s.topic, &s.topics, e, done)
-	r.acksBefore = s.acks.Load()
 	s.client.Produce(context.Background(), &r.Record, s.promiseFn)
 }
 
@@ -125,10 +123,9 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 // the first field: the promise gets the *kgo.Record back and finds its record from it.
 type record struct {
 	kgo.Record
-	headers    [5]kgo.RecordHeader
-	created    [len(time.RFC3339Nano) + 8]byte
-	done       sink.Done
-	acksBefore uint64 // the sink's acknowledgements when this record was produced
+	headers [5]kgo.RecordHeader
+	created [len(time.RFC3339Nano) + 8]byte
+	done    sink.Done
 }
 
 // records recycles records: franz-go is done with a record once its promise returns.
@@ -160,10 +157,9 @@ func newRecord(topic sink.Template, topics *topicCache, e *outbox.Event, done si
 func (s *Sink) promise(kr *kgo.Record, err error) {
 	r := (*record)(unsafe.Pointer(kr))
 	if err == nil {
-		s.acks.Add(1)
 		r.done.Done(nil)
 	} else {
-		r.done.Done(s.classify(err, r.acksBefore))
+		r.done.Done(classify(err))
 	}
 	*r = record{}
 	records.Put(r)
@@ -194,21 +190,61 @@ func (c *topicCache) render(t sink.Template, e *outbox.Event) string {
 	return topic
 }
 
-// classify tells a failure of this record from a failure of the broker: errors the
-// broker gives for one record and will give again (too large, invalid or forbidden
-// topic, ...), or a deadline that ran out while other records were acknowledged.
-func (s *Sink) classify(err error, acksBefore uint64) error {
-	var kErr *kerr.Error
-	switch {
-	case errors.As(err, &kErr) && !kErr.Retriable,
-		errors.Is(err, kerr.UnknownTopicOrPartition): // surfaced only once franz-go gave up on it
+// classify makes an error about the record itself an *sink.EventError and leaves
+// anything else a plain error: a partition, its broker or the connection being
+// unavailable, which the relay outlasts by ending the session and re-streaming
+// from the confirmed LSN, order kept. See eventFault.
+func classify(err error) error {
+	if eventFault(err) {
 		return &sink.EventError{Err: err}
-	case errors.Is(err, kgo.ErrRecordTimeout) || errors.Is(err, kgo.ErrRecordRetries):
-		if s.acks.Load() > acksBefore {
-			return &sink.EventError{Err: fmt.Errorf("%w (other records were acknowledged meanwhile)", err)}
-		}
 	}
 	return err
+}
+
+// eventFault reports whether the broker (or franz-go on its behalf) refused this
+// record for what it is, so that it would be refused again however often it is
+// sent; the Kafka sink and the exactly-once producer share it.
+//
+// About the record:
+//   - MessageTooLarge, RecordListTooLarge: its size against the topic's limits.
+//   - InvalidRecord: broker-side validation of the record (a null key on a
+//     compacted topic, a rejected header, ...).
+//   - CorruptMessage: the batch failed the broker's checks; older brokers say so
+//     for a null key on a compacted topic too, and franz-go does not retry it,
+//     so retrying the session could loop on it for ever.
+//   - InvalidTopicException, TopicAuthorizationFailed: the topic the event's
+//     types render to is not a valid or writable name.
+//   - UnknownTopicOrPartition: the topic does not exist and was not created.
+//     franz-go retries it itself (a stale broker's answer clears with a metadata
+//     refresh) and surfaces it only after UnknownTopicRetries answers in a row
+//     with no success between, or joined to ErrRecordTimeout when the topic's
+//     metadata never loaded.
+//
+// Everything else is the partition or the producer, not the record:
+//   - ErrRecordTimeout and ErrRecordRetries: franz-go fails them bare (kgo's
+//     recBatch.maybeFailErr) after retriable answers such as NotLeaderForPartition,
+//     LeaderNotAvailable, NotEnoughReplicas, RequestTimedOut or broken
+//     connections, and fails the whole partition's buffer with them. That other
+//     partitions are acknowledged meanwhile says one partition is down, not that
+//     these records are bad.
+//   - Retriable broker errors that outlive the retry limit (the same list, plus
+//     NotEnoughReplicasAfterAppend, KafkaStorageError, UnknownTopicID: a topic
+//     recreated under its name), and network errors.
+//   - Errors about the producer or its transaction (ClusterAuthorizationFailed,
+//     ProducerFenced, InvalidProducerEpoch, OutOfOrderSequenceNumber, ...), and
+//     InvalidTimestamp, which judges the relay's clock: every record would fail
+//     alike, so handing them over would dead-letter the whole stream.
+func eventFault(err error) bool {
+	kErr, ok := errors.AsType[*kerr.Error](err)
+	if !ok {
+		return false
+	}
+	switch kErr {
+	case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
+		kerr.InvalidTopicException, kerr.TopicAuthorizationFailed, kerr.UnknownTopicOrPartition:
+		return true
+	}
+	return false
 }
 
 // Flush waits for every produced record's outcome.

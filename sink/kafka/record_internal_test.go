@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,32 +37,98 @@ func BenchmarkRecordCycle(b *testing.B) {
 	}
 }
 
-// Errors about one record are event errors; a broker that is down is not.
+// Errors about one record are event errors; a partition, broker or producer that
+// fails is not, even while other records are acknowledged: each case follows a
+// successful record through the same promise.
 func TestClassify(t *testing.T) {
-	s := &Sink{}
+	tmpl, err := sink.ParseTemplate(DefaultTopicTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &outbox.Event{ID: "e1", AggregateType: "order", AggregateID: "order-1", EventType: "order.created", CreatedAt: time.Now()}
 	for _, tc := range []struct {
-		name      string
-		err       error
-		acksSince uint64 // acknowledgements of other records after this one was produced
-		event     bool
+		name  string
+		err   error
+		event bool
 	}{
-		{"too large", kerr.MessageTooLarge, 0, true},
-		{"invalid topic", kerr.InvalidTopicException, 0, true},
-		{"not authorised", kerr.TopicAuthorizationFailed, 0, true},
-		{"unknown topic after retries", kerr.UnknownTopicOrPartition, 0, true},
-		{"not enough replicas", kerr.NotEnoughReplicas, 0, false},
-		{"timeout while the broker is down", kgo.ErrRecordTimeout, 0, false},
-		{"timeout while others are acked", kgo.ErrRecordTimeout, 3, true},
-		{"network", errors.New("dial tcp: connection refused"), 0, false},
+		// About the record.
+		{"too large", fmt.Errorf("%w (uncompressed_bytes=2048)", kerr.MessageTooLarge), true},
+		{"batch too large", kerr.RecordListTooLarge, true},
+		{"invalid record", kerr.InvalidRecord, true},
+		{"corrupt message", kerr.CorruptMessage, true},
+		{"invalid topic", kerr.InvalidTopicException, true},
+		{"not authorised for the topic", kerr.TopicAuthorizationFailed, true},
+		{"unknown topic after retries", kerr.UnknownTopicOrPartition, true},
+		{"timeout waiting for an unknown topic", fmt.Errorf("%w, last err: %w", kgo.ErrRecordTimeout, kerr.UnknownTopicOrPartition), true},
+		// A partition or its broker unavailable.
+		{"timeout", kgo.ErrRecordTimeout, false},
+		{"retries", kgo.ErrRecordRetries, false},
+		{"timeout waiting for a leader", fmt.Errorf("%w, last err: %w", kgo.ErrRecordTimeout, kerr.LeaderNotAvailable), false},
+		{"not leader", kerr.NotLeaderForPartition, false},
+		{"leader not available", kerr.LeaderNotAvailable, false},
+		{"not enough replicas", kerr.NotEnoughReplicas, false},
+		{"not enough replicas after append", kerr.NotEnoughReplicasAfterAppend, false},
+		{"request timed out", kerr.RequestTimedOut, false},
+		{"broker not available", kerr.BrokerNotAvailable, false},
+		{"storage error", kerr.KafkaStorageError, false},
+		{"topic recreated", kerr.UnknownTopicID, false},
+		{"network", errors.New("dial tcp: connection refused"), false},
+		// The producer, its transaction or the relay's clock: every record alike.
+		{"not authorised for the cluster", kerr.ClusterAuthorizationFailed, false},
+		{"fenced", kerr.ProducerFenced, false},
+		{"invalid epoch", kerr.InvalidProducerEpoch, false},
+		{"out of order sequence", kerr.OutOfOrderSequenceNumber, false},
+		{"invalid timestamp", kerr.InvalidTimestamp, false},
+		{"client closed", kgo.ErrClientClosed, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s.acks.Store(100 + tc.acksSince)
-			err := s.classify(tc.err, 100)
-			if got := sink.IsEventError(err); got != tc.event {
-				t.Fatalf("IsEventError(%v) = %v, want %v", err, got, tc.event)
+			s := &Sink{topic: tmpl}
+			var got []error
+			done := sink.DoneFunc(func(err error) { got = append(got, err) })
+			failing := newRecord(s.topic, &s.topics, ev, done)
+			s.promise(&newRecord(s.topic, &s.topics, ev, done).Record, nil) // another record acknowledged meanwhile
+			s.promise(&failing.Record, tc.err)
+			if len(got) != 2 || got[0] != nil {
+				t.Fatalf("outcomes %v, want an ack then the failure", got)
 			}
-			if !errors.Is(err, tc.err) {
-				t.Fatalf("classification lost the cause: %v", err)
+			if ev := sink.IsEventError(got[1]); ev != tc.event {
+				t.Fatalf("IsEventError(%v) = %v, want %v", got[1], ev, tc.event)
+			}
+			if !errors.Is(got[1], tc.err) {
+				t.Fatalf("classification lost the cause: %v", got[1])
+			}
+		})
+	}
+}
+
+// The exactly-once producer poisons, and so hands over, only records that fail
+// for what they are; a partition that is down fails the transaction alone.
+func TestTransactionalPoison(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		poisoned bool
+	}{
+		{"too large", kerr.MessageTooLarge, true},
+		{"not authorised for the topic", kerr.TopicAuthorizationFailed, true},
+		{"not leader", kerr.NotLeaderForPartition, false},
+		{"not enough replicas", kerr.NotEnoughReplicas, false},
+		{"timeout", kgo.ErrRecordTimeout, false},
+		{"not authorised for the cluster", kerr.ClusterAuthorizationFailed, false},
+		{"fenced", kerr.ProducerFenced, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx := &Transactional{}
+			tx.promise(&kgo.Record{Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("e1")}}}, tc.err)
+			if tx.err == nil {
+				t.Fatal("the failure did not fail the transaction")
+			}
+			poison := tx.Poisoned()
+			if got := len(poison) == 1; got != tc.poisoned {
+				t.Fatalf("poisoned %v, want %v", poison, tc.poisoned)
+			}
+			if tc.poisoned && !sink.IsEventError(poison["e1"]) {
+				t.Fatalf("poison %v is not an event error", poison["e1"])
 			}
 		})
 	}

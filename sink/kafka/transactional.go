@@ -238,8 +238,9 @@ func (t *Transactional) promise(kr *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
-	var kErr *kerr.Error
-	poisoned := errors.As(err, &kErr) && !kErr.Retriable || errors.Is(err, kerr.UnknownTopicOrPartition)
+	// A partition that is down fails the transaction but poisons no record: the
+	// next session's transaction carries them again.
+	poisoned := eventFault(err)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.err == nil {
