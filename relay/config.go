@@ -85,7 +85,8 @@ type Config struct {
 	// dead letters.
 	Retry poller.Policy
 	// EventTimeout is how long one event may keep failing with retriable errors
-	// before it is handed to the poller (when other events are acked meanwhile).
+	// (its partition unavailable) before the session restarts from the confirmed
+	// LSN; nothing is handed over for it.
 	EventTimeout time.Duration
 	// MaxMessageBytes is the largest record batch the producer builds (franz-go's
 	// ProducerBatchMaxBytes); keep it at or below the brokers' message.max.bytes.

@@ -86,7 +86,7 @@ func newSettings() *settings {
 		num("max-attempts", "failed publishes before a row is a dead letter", &c.Retry.MaxAttempts),
 		dur("retry-backoff-min", "first wait before retrying a failed event (doubles each attempt)", &c.Retry.BackoffMin),
 		dur("retry-backoff-max", "longest wait between retries", &c.Retry.BackoffMax),
-		dur("event-timeout", "how long one event may fail with retriable errors before the poller takes it (0: never)", &c.EventTimeout),
+		dur("event-timeout", "how long an event may fail with retriable errors before the session restarts (0: never)", &c.EventTimeout),
 		num("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &c.MaxMessageBytes),
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &c.KafkaCompression),
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
