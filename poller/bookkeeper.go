@@ -22,7 +22,10 @@ type Outcome struct {
 	// Unpublishable marks a row that can never become an event (the decoder could
 	// not map it); it goes straight to the dead letters with Err as the reason.
 	Unpublishable bool
-	LSN           pglogrepl.LSN // the commit LSN of the event's transaction, for logs
+	// Covered marks an event an earlier exactly-once session committed to Kafka, or
+	// left out of it for the poller: its row is marked unless the poller has it.
+	Covered bool
+	LSN     pglogrepl.LSN // the commit LSN of the event's transaction, for logs
 	Settle        Settler
 
 	firstMissed time.Time // when the row was first not found to mark
@@ -132,10 +135,12 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	if len(batch) == 0 {
 		return batch
 	}
-	var ids []string
+	var ids, covered []string
 	var failures, unpublishable []Failure
 	for _, o := range batch {
 		switch {
+		case o.Covered:
+			covered = append(covered, o.Event.ID)
 		case o.Unpublishable:
 			unpublishable = append(unpublishable, Failure{Event: o.Event, Err: o.Err})
 			b.log.Error("outbox row cannot become an event; dead-lettered", "event_id", o.Event.ID,
@@ -149,13 +154,13 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 		}
 	}
 	started := time.Now()
-	found, err := b.commit(ctx, ids, failures, unpublishable)
+	found, err := b.commit(ctx, ids, covered, failures, unpublishable)
 	if err == nil && b.OnFlush != nil {
 		b.OnFlush(time.Since(started))
 	}
 	var retry []Outcome
 	for _, o := range batch {
-		if err == nil && o.Err == nil && !o.Unpublishable && b.mode != None && !found.Has(o.Event.ID) {
+		if err == nil && o.Err == nil && !o.Unpublishable && !o.Covered && b.mode != None && !found.Has(o.Event.ID) {
 			// Acked, but its row is not visible yet: its transaction's commit is in the
 			// WAL but not yet visible to other sessions. Mark it in a later batch; until
 			// then it does not settle, so the slot does not confirm past it.
@@ -181,7 +186,7 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 }
 
 // commit records a batch in one transaction and reports the acked ids it marked.
-func (b *Bookkeeper) commit(ctx context.Context, ids []string, failures, unpublishable []Failure) (Found, error) {
+func (b *Bookkeeper) commit(ctx context.Context, ids, covered []string, failures, unpublishable []Failure) (Found, error) {
 	if b.mode == None && len(failures) == 0 && len(unpublishable) == 0 {
 		return Found{}, nil
 	}
@@ -193,6 +198,9 @@ func (b *Bookkeeper) commit(ctx context.Context, ids []string, failures, unpubli
 	var found Found
 	if b.mode != None {
 		if found, err = b.store.Published(ctx, tx, b.mode, ids); err != nil {
+			return Found{}, err
+		}
+		if err := b.store.PublishedEarlier(ctx, tx, b.mode, covered); err != nil {
 			return Found{}, err
 		}
 	}

@@ -80,6 +80,24 @@ func (s *Store) DeadLetter(ctx context.Context, q querier, rows []Failure) error
 	return nil
 }
 
+// PublishedEarlier applies the --on-publish mode to rows an earlier exactly-once
+// session covered with its Kafka position, leaving alone the rows it handed to the
+// poller or the dead letters instead: those were never produced.
+func (s *Store) PublishedEarlier(ctx context.Context, q querier, mode OnPublish, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	ours := " WHERE id = ANY($1::uuid[]) AND retry_after IS NULL AND dead_lettered_at IS NULL"
+	sql := "UPDATE " + s.table + " SET processed_at = now()" + ours + " AND processed_at IS NULL"
+	if mode == Delete {
+		sql = "DELETE FROM " + s.table + ours
+	}
+	if _, err := q.Exec(ctx, sql, uuidArray(ids)); err != nil {
+		return fmt.Errorf("record %d rows published by an earlier session (%s): %w", len(ids), mode, err)
+	}
+	return nil
+}
+
 // Published applies the --on-publish mode to acked rows and reports the ids it found.
 // A row can be missing for a moment: logical decoding streams a transaction as soon
 // as its commit is in the WAL, a little before other sessions see its rows.

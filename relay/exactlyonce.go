@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
@@ -29,15 +30,21 @@ const (
 
 // eoPipeline produces the stream's events in Kafka transactions. Each transaction
 // ends with the position it reaches (commit LSN and event index within that database
-// transaction) in the progress topic; a new session reads the position and skips the
-// events before it, so a crash between the Kafka commit and the LSN confirmation
-// repeats nothing. Events settle in the watermark when their Kafka transaction
-// commits.
+// transaction, with the origin of that LSN) in the progress topic; a new session
+// reads the position and skips the events before it, so a crash between the Kafka
+// commit and the LSN confirmation repeats nothing. Events settle in the watermark
+// when their Kafka transaction commits.
+//
+// A position covers indexes, not events: the rows at indexes it covers that were not
+// produced (handed over, dead-lettered) must have their bookkeeping committed before
+// the Kafka transaction that covers them, and a later session must not mark them
+// (docs/design.md invariant 2).
 type eoPipeline struct {
 	dec      *decoder.Decoder
 	msg      decoder.Message
 	wm       *replication.Watermark
 	tx       *kafka.Transactional
+	origin   string         // of this session's LSNs
 	done     kafka.Position // committed by earlier sessions
 	pub      *publisher     // bookkeeping: marks, dead letters, handovers
 	handOver *sync.Map      // event id -> error: events to give the poller, kept across sessions
@@ -48,6 +55,14 @@ type eoPipeline struct {
 	idx     int           // inserts of it read so far
 	batch   []eoPending
 	started time.Time
+
+	// left counts hand-overs and dead letters not yet committed; the next Kafka
+	// commit waits for them.
+	left struct {
+		sync.Mutex
+		n   drain.Count
+		err error
+	}
 }
 
 type eoPending struct {
@@ -62,8 +77,10 @@ func (p *eoPipeline) HandleWAL(ctx context.Context, data []byte) error {
 		if errors.As(err, &rowErr) && rowErr.ID != "" {
 			idx := p.idx
 			p.idx++
-			if !p.done.Covers(p.lsn, idx) {
-				p.pub.deadLetter(p.wm, rowErr.ID, rowErr, p.lsn)
+			if !p.done.Covers(p.lsn, idx) { // covered: dead-lettered before that commit
+				p.pub.m.failed.WithLabelValues("").Inc()
+				p.leaveOut(poller.Outcome{Event: &outbox.Event{ID: rowErr.ID}, Err: rowErr, Unpublishable: true, LSN: p.lsn},
+					p.wm.Track(0), 0)
 			}
 			return nil
 		}
@@ -81,18 +98,15 @@ func (p *eoPipeline) HandleWAL(ctx context.Context, data []byte) error {
 		txn := p.wm.Track(size)
 		if p.done.Covers(p.lsn, idx) {
 			// Committed to Kafka by an earlier session, which may have died before its
-			// bookkeeping: settle it as acked, marking it like any other.
-			p.settleAcked(&ev, txn, size)
+			// bookkeeping, or handed over by it: mark it unless the poller has it.
+			p.settle(poller.Outcome{Event: &ev, Covered: true}, txn, size)
 			return nil
 		}
 		if reason, ok := p.handOver.Load(ev.ID); ok {
 			// It poisoned an earlier Kafka transaction: record the failed attempt for
 			// the poller (at least once from there) and leave it out.
 			p.handOver.Delete(ev.ID)
-			e := ev
-			p.pub.bk.Record(poller.Outcome{Event: &e, Err: reason.(error), LSN: p.lsn, Settle: poller.SettleFunc(func(err error) {
-				txn.Done(size, err)
-			})})
+			p.leaveOut(poller.Outcome{Event: &ev, Err: reason.(error), LSN: p.lsn}, txn, size)
 			return nil
 		}
 		if err := p.tx.Produce(&ev); err != nil {
@@ -122,7 +136,10 @@ func (p *eoPipeline) commit() error {
 	// Not the stream's context: a commit that was started must finish or fail.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := p.tx.Commit(ctx, kafka.Position{LSN: p.lsn, Events: p.idx})
+	err := p.waitLeftOut(ctx)
+	if err == nil {
+		err = p.tx.Commit(ctx, kafka.Position{LSN: p.lsn, Events: p.idx, Origin: p.origin})
+	}
 	for id, reason := range p.tx.Poisoned() {
 		p.handOver.Store(id, reason) // the next session hands it over and commits the rest
 	}
@@ -132,26 +149,61 @@ func (p *eoPipeline) commit() error {
 			continue
 		}
 		p.pub.m.published.Inc()
-		p.settleAcked(b.ev, b.txn, b.size)
+		p.settle(poller.Outcome{Event: b.ev}, b.txn, b.size)
 	}
 	clear(p.batch)
 	p.batch = p.batch[:0]
 	return err
 }
 
-// settleAcked settles an event that is in Kafka: at once with --on-publish none,
-// else once its row's bookkeeping committed.
-func (p *eoPipeline) settleAcked(ev *outbox.Event, txn *replication.Txn, size int) {
+// settle settles an event that is in Kafka (o.Err nil): at once with --on-publish
+// none, else once its row's bookkeeping committed.
+func (p *eoPipeline) settle(o poller.Outcome, txn *replication.Txn, size int) {
 	if !p.pub.markAcks {
 		txn.Done(size, nil)
 		return
 	}
-	p.pub.bk.Record(poller.Outcome{Event: ev, Settle: poller.SettleFunc(func(err error) {
+	id := o.Event.ID
+	o.Settle = poller.SettleFunc(func(err error) {
 		if err != nil {
-			err = fmt.Errorf("bookkeeping for event %s: %w", ev.ID, err)
+			err = fmt.Errorf("bookkeeping for event %s: %w", id, err)
 		}
 		txn.Done(size, err)
-	})})
+	})
+	p.pub.bk.Record(o)
+}
+
+// leaveOut gives an event that is not produced to the poller (a failed attempt) or
+// the dead letters, and counts it until that is committed.
+func (p *eoPipeline) leaveOut(o poller.Outcome, txn *replication.Txn, size int) {
+	p.left.Lock()
+	p.left.n.Add(1)
+	p.left.Unlock()
+	id := o.Event.ID
+	o.Settle = poller.SettleFunc(func(err error) {
+		if err != nil {
+			err = fmt.Errorf("hand event %s to the poller: %w", id, err)
+		}
+		p.left.Lock()
+		if err != nil && p.left.err == nil {
+			p.left.err = err
+		}
+		p.left.n.Add(-1)
+		p.left.Unlock()
+		txn.Done(size, err)
+	})
+	p.pub.bk.Record(o)
+}
+
+// waitLeftOut waits until every event left out so far is committed to the poller
+// or the dead letters: the position about to be committed covers their indexes.
+func (p *eoPipeline) waitLeftOut(ctx context.Context) error {
+	if _, err := p.left.n.Wait(ctx, &p.left); err != nil {
+		return fmt.Errorf("wait for hand-overs before the kafka commit: %w", err)
+	}
+	p.left.Lock()
+	defer p.left.Unlock()
+	return p.left.err
 }
 
 func (p *eoPipeline) Tick(context.Context) error {
@@ -169,35 +221,62 @@ func (p *eoPipeline) Drain(ctx context.Context) error {
 }
 
 // exactlyOnce prepares a session's transactional producer: it fences earlier
-// producers of the slot, then reads the position they committed.
-func (r *Relay) exactlyOnce(ctx context.Context, wm *replication.Watermark, dec *decoder.Decoder, pub *publisher) (*eoPipeline, func(), error) {
-	tx, err := kafka.NewTransactional(r.kafkaConfig(), r.cfg.Slot, r.cfg.ProgressTopic)
+// producers of the stream, then reads the position they committed and keeps it only
+// when it comes from this stream's WAL history (docs/design.md invariant 8).
+func (r *Relay) exactlyOnce(ctx context.Context, rc *replication.Conn, slotCreated time.Time, wm *replication.Watermark,
+	dec *decoder.Decoder, pub *publisher) (*eoPipeline, func(), error) {
+	origin, serverPos, err := rc.Identify(ctx, r.cfg.Slot, slotCreated)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := tx.EnsureProgressTopic(ctx); err != nil {
+	tx, err := kafka.NewTransactional(r.kafkaConfig(), origin.Key(), r.cfg.ProgressTopic)
+	if err != nil {
+		return nil, nil, err
+	}
+	pos, err := r.readPosition(ctx, rc, tx, origin, serverPos)
+	if err != nil {
 		tx.Close()
 		return nil, nil, err
 	}
+	return &eoPipeline{dec: dec, wm: wm, tx: tx, origin: origin.String(), done: pos, pub: pub, handOver: &r.eoHandOver,
+		interval: r.cfg.StatusInterval, maxBatch: max(1, r.cfg.MaxInFlightEvents/2)}, tx.Close, nil
+}
+
+// readPosition fences and reads the stream's committed position. A position from
+// another WAL history is ignored, loudly: trusting it would skip events never
+// produced; ignoring it repeats, at worst, what the slot had not confirmed.
+func (r *Relay) readPosition(ctx context.Context, rc *replication.Conn, tx *kafka.Transactional, origin replication.Origin,
+	serverPos pglogrepl.LSN) (kafka.Position, error) {
+	if err := tx.EnsureProgressTopic(ctx); err != nil {
+		return kafka.Position{}, err
+	}
 	if err := tx.Fence(ctx); err != nil {
-		tx.Close()
-		return nil, nil, err
+		return kafka.Position{}, err
 	}
 	secOpts, err := r.cfg.KafkaSecurity.Opts()
 	if err != nil {
-		tx.Close()
-		return nil, nil, err
+		return kafka.Position{}, err
 	}
 	pos, ok, err := tx.ReadProgress(ctx, r.cfg.KafkaBrokers, append(secOpts, r.cfg.KafkaOpts...)...)
-	if err != nil {
-		tx.Close()
-		return nil, nil, err
+	if err != nil || !ok {
+		return kafka.Position{}, err
 	}
-	if ok {
-		r.log.Info("exactly-once: events up to this position are in Kafka already", "slot", r.cfg.Slot, "position", pos.String())
+	stored, err := replication.ParseOrigin(pos.Origin)
+	why := "an origin walrelay cannot read"
+	if err == nil {
+		var same bool
+		if same, why, err = rc.Continues(ctx, stored, pos.LSN, origin, serverPos); err != nil {
+			return kafka.Position{}, err
+		}
+		if same {
+			r.log.Info("exactly-once: events up to this position are in Kafka already", "slot", r.cfg.Slot, "position", pos.String())
+			return pos, nil
+		}
 	}
-	return &eoPipeline{dec: dec, wm: wm, tx: tx, done: pos, pub: pub, handOver: &r.eoHandOver, interval: r.cfg.StatusInterval,
-		maxBatch: max(1, r.cfg.MaxInFlightEvents/2)}, tx.Close, nil
+	r.log.Error("exactly-once: ignoring the stored position, which comes from "+why+"; events the slot has not "+
+		"confirmed are produced again, so read_committed consumers may see some twice",
+		"slot", r.cfg.Slot, "position", pos.String(), "origin", origin.String())
+	return kafka.Position{}, nil
 }
 
 func (c *Config) validateDelivery() error {

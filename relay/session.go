@@ -39,7 +39,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	}
 	defer rc.Close()
 
-	start := st.Confirmed
+	start, created := st.Confirmed, st.Created
 	switch {
 	case st.Lost():
 		r.slotReplaced("the slot was invalidated (wal_status = lost): PostgreSQL removed WAL it still needed, " +
@@ -47,14 +47,14 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
 			return err
 		}
-		if start, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
+		if start, created, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
 			return err
 		}
 	case !st.Exists && st.CatchupState == replication.CatchupDone:
 		r.slotReplaced("the slot disappeared (dropped by someone or something)")
 		fallthrough
 	case !st.Exists:
-		if start, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
+		if start, created, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
 			return err
 		}
 	case st.CatchupState == replication.CatchupPending:
@@ -62,7 +62,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
 			return err
 		}
-		if start, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
+		if start, created, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
 			return err
 		}
 	}
@@ -79,7 +79,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	wm := replication.NewWatermark(r.window, start)
 	var h replication.Handler = &pipeline{dec: decoder.New(schema, table), wm: wm, pub: r.publisher(snk, bk)}
 	if r.cfg.Delivery == ExactlyOnce {
-		eo, closeTx, err := r.exactlyOnce(ctx, wm, decoder.New(schema, table), r.publisher(snk, bk))
+		eo, closeTx, err := r.exactlyOnce(ctx, rc, created, wm, decoder.New(schema, table), r.publisher(snk, bk))
 		if err != nil {
 			return err
 		}
@@ -124,14 +124,14 @@ func (r *Relay) slotReplaced(why string) {
 // rows committed later will, so there is neither a gap nor an overlap. The slot is
 // recorded as pending first and as done last, so a crash in between makes the next
 // session create it again and repeat the pass (duplicates, never a loss).
-func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper) (pglogrepl.LSN, error) {
+func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper) (pglogrepl.LSN, time.Time, error) {
 	incarnation, err := replication.RecordSlot(ctx, conn, r.cfg.Slot)
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	created, err := rc.CreateSlot(ctx, r.cfg.Slot)
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	r.log.Info("created replication slot; publishing rows committed before it", "slot", r.cfg.Slot,
 		"consistent_point", created.ConsistentPoint.String())
@@ -139,13 +139,13 @@ func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.
 	started := time.Now()
 	n, err := r.catchUp(ctx, conn, snk, bk, created)
 	if err != nil {
-		return 0, errorf("catch-up pass", err)
+		return 0, time.Time{}, errorf("catch-up pass", err)
 	}
 	if err := replication.MarkCatchupDone(ctx, conn, r.cfg.Slot, incarnation); err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	r.log.Info("catch-up pass done", "slot", r.cfg.Slot, "events", n, "took", time.Since(started).Round(time.Millisecond).String())
-	return created.ConsistentPoint, nil
+	return created.ConsistentPoint, incarnation, nil
 }
 
 // pipeline feeds decoded outbox inserts to the publisher and transaction boundaries

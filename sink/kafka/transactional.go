@@ -20,10 +20,12 @@ import (
 
 // Position is how far a slot's events are committed to Kafka: every event of every
 // transaction whose commit LSN is below LSN, and the first Events events of the
-// transaction at LSN (Events < 0: all of them).
+// transaction at LSN (Events < 0: all of them). Origin names the WAL history the LSN
+// belongs to; the caller decides whether it is its own.
 type Position struct {
 	LSN    pglogrepl.LSN
 	Events int
+	Origin string
 }
 
 // Covers reports whether event index idx of the transaction committing at lsn is
@@ -33,13 +35,26 @@ func (p Position) Covers(lsn pglogrepl.LSN, idx int) bool {
 }
 
 func (p Position) String() string {
+	s := p.LSN.String() + "/" + strconv.Itoa(p.Events)
 	if p.Events < 0 {
-		return p.LSN.String() + "/all"
+		s = p.LSN.String() + "/all"
 	}
-	return p.LSN.String() + "/" + strconv.Itoa(p.Events)
+	if p.Origin != "" {
+		s += " " + p.Origin
+	}
+	return s
 }
 
+// parsePosition reads "LSN/events origin"; records written before positions had an
+// origin have none.
 func parsePosition(s string) (Position, error) {
+	s, origin, _ := strings.Cut(s, " ")
+	pos, err := parseLSNEvents(s)
+	pos.Origin = origin
+	return pos, err
+}
+
+func parseLSNEvents(s string) (Position, error) {
 	i := strings.LastIndexByte(s, '/')
 	if i < 0 {
 		return Position{}, fmt.Errorf("progress record %q: want LSN/events", s)
@@ -79,9 +94,11 @@ type Transactional struct {
 	poison map[string]error // event id -> error, for records that failed on their own
 }
 
-// NewTransactional connects a transactional producer with a transactional id
-// derived from the slot.
-func NewTransactional(cfg Config, slot, progressTopic string) (*Transactional, error) {
+// NewTransactional connects a transactional producer. id names the stream (its
+// cluster, database and slot) so that two streams never share a transactional id nor
+// a progress record: it is the record's key, and the transactional id with a
+// "walrelay-" prefix.
+func NewTransactional(cfg Config, id, progressTopic string) (*Transactional, error) {
 	tmpl, err := sink.ParseTemplate(cfg.TopicTemplate)
 	if err != nil {
 		return nil, err
@@ -97,7 +114,7 @@ func NewTransactional(cfg Config, slot, progressTopic string) (*Transactional, e
 	opts := append([]kgo.Opt{
 		comp,
 		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.TransactionalID("walrelay-" + slot),
+		kgo.TransactionalID("walrelay-" + id),
 		kgo.TransactionTimeout(time.Minute),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AllowAutoTopicCreation(),
@@ -113,7 +130,7 @@ func NewTransactional(cfg Config, slot, progressTopic string) (*Transactional, e
 	if err != nil {
 		return nil, fmt.Errorf("kafka transactional client: %w", err)
 	}
-	t := &Transactional{client: client, topic: tmpl, progress: progressTopic, key: []byte(slot)}
+	t := &Transactional{client: client, topic: tmpl, progress: progressTopic, key: []byte(id)}
 	t.promiseFn = t.promise
 	return t, nil
 }
@@ -155,7 +172,7 @@ func (t *Transactional) EnsureProgressTopic(ctx context.Context) error {
 	return nil
 }
 
-// ReadProgress reads the slot's last committed position from the progress topic,
+// ReadProgress reads the stream's last committed position from the progress topic,
 // seeing only committed transactions. ok is false when there is none.
 func (t *Transactional) ReadProgress(ctx context.Context, seeds []string, opts ...kgo.Opt) (pos Position, ok bool, err error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...),

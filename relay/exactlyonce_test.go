@@ -1,0 +1,150 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/internal/pgcluster"
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/migrations"
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/relay"
+)
+
+// Two poison events in one large transaction, far enough apart that a Kafka commit
+// falls between them. The session after the second poisoning finds the first one's
+// index covered by the committed position; it must leave that row to the poller,
+// not mark it processed: it never reached Kafka. Both end as dead letters, and every
+// healthy event is seen exactly once.
+func TestExactlyOnceHandedOverEventIsNotMarkedProcessed(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
+	conn := testenv.Connect(t, dbURL)
+	rn := start(t, dbURL, broker, "eo_handover", fastRetries, func(c *relay.Config) {
+		c.Delivery = relay.ExactlyOnce
+		c.MaxInFlightEvents = 200
+	})
+	if !rn.waitLog(30*time.Second, "msg=streaming") {
+		t.Fatal("the relay did not start streaming")
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	ctx := context.Background()
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var healthy, poison []outbox.Event
+	write := func(n int, payload []byte, into *[]outbox.Event) {
+		for i := 0; i < n; i++ {
+			ev := outbox.Event{AggregateType: "order", AggregateID: fmt.Sprintf("agg-%d", len(healthy)%10), EventType: "e", Payload: payload}
+			if err := outbox.Write(ctx, tx, &ev); err != nil {
+				t.Fatal(err)
+			}
+			*into = append(*into, ev)
+		}
+	}
+	huge := []byte(`{"blob": "` + strings.Repeat("x", 1_500_000) + `"}`)
+	write(200, []byte(`{}`), &healthy)
+	write(1, huge, &poison)
+	write(1000, []byte(`{}`), &healthy)
+	write(1, huge, &poison)
+	write(200, []byte(`{}`), &healthy)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if !consumer.WaitDistinct(time.Minute, len(healthy)) {
+		t.Fatalf("healthy events: %d of %d", consumer.Distinct(), len(healthy))
+	}
+	for i, ev := range poison {
+		waitFor(t, time.Minute, fmt.Sprintf("poison event %d in outbox_dead_letters", i+1), func() bool {
+			var n int
+			err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_dead_letters WHERE id = $1", ev.ID).Scan(&n)
+			return err == nil && n == 1
+		})
+		if n := consumer.Count(ev.ID); n != 0 {
+			t.Errorf("poison event %d in Kafka %d times", i+1, n)
+		}
+	}
+	marker := testenv.WriteTx(t, conn, []string{"m"}, "marker", 1, false)[0]
+	if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(marker.ID) > 0 }) {
+		t.Fatal("marker not delivered")
+	}
+	for _, ev := range healthy {
+		if n := consumer.Count(ev.ID); n != 1 {
+			t.Fatalf("healthy event %s seen %d times", ev.ID, n)
+		}
+	}
+}
+
+// Two deployments, each with its own database cluster, on one Kafka cluster with
+// the default slot name and progress topic. The second cluster's LSNs are far below
+// the position the first one committed: its events must all be produced, not taken
+// as covered by the other stream's position, and neither relay may fence the other.
+func TestExactlyOncePositionFromAnotherClusterIsIgnored(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := pgcluster.BinDir(); err != nil && testenv.Cluster(t) == nil {
+		if testenvCI() {
+			t.Fatal("CI is set, but this test needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
+		}
+		t.Skip("needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
+	}
+	broker := testenv.Kafka(t)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	eo := func(c *relay.Config) { c.Delivery = relay.ExactlyOnce }
+
+	// The first deployment: push its WAL far ahead, then commit a position there.
+	firstURL := testenv.MigratedDatabase(t)
+	first := testenv.Connect(t, firstURL)
+	for i := 0; i < 4; i++ {
+		testenv.WriteTx(t, first, []string{"pad"}, "pad", 1, true)
+		if _, err := first.Exec(ctx, "SELECT pg_switch_wal()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rn := start(t, firstURL, broker, "walrelay", eo); !rn.waitLog(30*time.Second, "msg=streaming") {
+		t.Fatal("the first relay did not start streaming")
+	}
+	a := testenv.WriteTx(t, first, aggregates("a", 5), "first", 50, false)
+	if !consumer.WaitDistinct(time.Minute, len(a)) {
+		t.Fatalf("first deployment: %d of %d delivered", consumer.Distinct(), len(a))
+	}
+	positionLSN := testenv.CurrentLSN(t, first)
+
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	secondURL := pg.URL("postgres")
+	if _, err := migrations.Up(ctx, secondURL, nil); err != nil {
+		t.Fatal(err)
+	}
+	second := testenv.Connect(t, secondURL)
+	if lsn := testenv.CurrentLSN(t, second); lsn >= positionLSN {
+		t.Fatalf("the second cluster is at %s, not below the first one's position %s: the test proves nothing", lsn, positionLSN)
+	}
+	if rn := start(t, secondURL, broker, "walrelay", eo); !rn.waitLog(30*time.Second, "msg=streaming") {
+		t.Fatal("the second relay did not start streaming")
+	}
+	b := testenv.WriteTx(t, second, aggregates("b", 5), "second", 50, false)
+	a = append(a, testenv.WriteTx(t, first, aggregates("a", 5), "first.more", 50, false)...)
+	if !consumer.WaitDistinct(time.Minute, len(a)+len(b)) {
+		t.Fatalf("%d of %d events delivered", consumer.Distinct(), len(a)+len(b))
+	}
+	for _, ev := range append(a, b...) {
+		if n := consumer.Count(ev.ID); n != 1 {
+			t.Fatalf("event %s (%s) seen %d times", ev.ID, ev.EventType, n)
+		}
+	}
+}
