@@ -26,7 +26,7 @@ type Outcome struct {
 	// left out of it for the poller: its row is marked unless the poller has it.
 	Covered bool
 	LSN     pglogrepl.LSN // the commit LSN of the event's transaction, for logs
-	Settle        Settler
+	Settle  Settler
 
 	firstMissed time.Time // when the row was first not found to mark
 }
