@@ -148,3 +148,72 @@ func TestExactlyOncePositionFromAnotherClusterIsIgnored(t *testing.T) {
 		}
 	}
 }
+
+// An unmappable row in a large transaction whose dead-letter write fails once: the
+// Kafka commits after it must wait for that write, or the next session finds the
+// row's index covered and skips it, leaving it neither dead-lettered nor published.
+func TestExactlyOnceUnmappableRowIsNeverSkipped(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `CREATE SEQUENCE dead_letter_writes;
+		CREATE FUNCTION fail_first_dead_letter() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('dead_letter_writes') = 1 THEN
+				RAISE EXCEPTION 'the first dead-letter write fails';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER fail_first_dead_letter BEFORE UPDATE ON outbox_events FOR EACH ROW
+			WHEN (NEW.dead_lettered_at IS NOT NULL AND OLD.dead_lettered_at IS NULL)
+			EXECUTE FUNCTION fail_first_dead_letter()`); err != nil {
+		t.Fatal(err)
+	}
+	rn := start(t, dbURL, broker, "eo_unmappable", func(c *relay.Config) {
+		c.Delivery = relay.ExactlyOnce
+		c.MaxInFlightEvents = 200
+	})
+	if !rn.waitLog(30*time.Second, "msg=streaming") {
+		t.Fatal("the relay did not start streaming")
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var badID string
+	if err := tx.QueryRow(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload, created_at)
+		VALUES ('order', 'bad', 'odd', '{}', 'infinity') RETURNING id::text`).Scan(&badID); err != nil {
+		t.Fatal(err)
+	}
+	const healthy = 1000
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		SELECT 'order', 'ok-' || (g % 10), 'fine', '{}' FROM generate_series(1, $1) g`, healthy); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	waitFor(t, time.Minute, "the unmappable row in outbox_dead_letters", func() bool {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_dead_letters WHERE id = $1", badID).Scan(&n)
+		return err == nil && n == 1
+	})
+	var writes int64
+	if err := conn.QueryRow(ctx, "SELECT last_value FROM dead_letter_writes").Scan(&writes); err != nil {
+		t.Fatal(err)
+	}
+	if writes < 2 {
+		t.Fatalf("the dead-letter write ran %d times; the test needs its first one to fail", writes)
+	}
+	if !consumer.WaitDistinct(time.Minute, healthy) {
+		t.Fatalf("healthy events: %d of %d", consumer.Distinct(), healthy)
+	}
+	if consumer.Count(badID) != 0 {
+		t.Fatal("the unmappable row was published")
+	}
+}
