@@ -66,7 +66,11 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 			return err
 		}
 	}
-	conn.Close(ctx)
+	// The connection stays open for the table checks before each confirmation.
+	watch, err := replication.WatchTable(ctx, conn, r.cfg.Table, r.cfg.Publication, r.cfg.Slot)
+	if err != nil {
+		return err
+	}
 
 	keepalive := r.cfg.KeepaliveInterval
 	if senderTimeout, err := rc.SenderTimeout(ctx); err != nil {
@@ -103,6 +107,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 			r.metrics.confirmedLSN.Set(float64(lsn))
 			r.metrics.lastConfirm.SetToCurrentTime()
 		},
+		BeforeConfirm: func(ctx context.Context) error { return watch.Check(ctx, conn) },
 	}, wm, h)
 }
 

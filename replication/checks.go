@@ -135,11 +135,12 @@ func CheckTable(ctx context.Context, conn *pgx.Conn, table string) error {
 		}
 	}
 	var bookkeeping bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass('walrelay_slots') IS NOT NULL").Scan(&bookkeeping); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = to_regclass('walrelay_slots') AND attname = 'table_oid' AND NOT attisdropped)`).Scan(&bookkeeping); err != nil {
 		return fmt.Errorf("look up walrelay_slots: %w", err)
 	}
 	if !bookkeeping {
-		return setupErrorf("table walrelay_slots does not exist; run `walrelay migrate`")
+		return setupErrorf("table walrelay_slots is missing or older than this walrelay; run `walrelay migrate`")
 	}
 	return nil
 }

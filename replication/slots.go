@@ -19,7 +19,7 @@ var ErrSlotRecreated = errors.New("the slot was created again by another instanc
 func RecordSlot(ctx context.Context, conn *pgx.Conn, slot string) (time.Time, error) {
 	var created time.Time
 	err := conn.QueryRow(ctx, `INSERT INTO walrelay_slots (slot_name, created_at) VALUES ($1, clock_timestamp())
-		ON CONFLICT (slot_name) DO UPDATE SET created_at = EXCLUDED.created_at, catchup_done_at = NULL
+		ON CONFLICT (slot_name) DO UPDATE SET created_at = EXCLUDED.created_at, catchup_done_at = NULL, table_oid = NULL
 		RETURNING created_at`, slot).Scan(&created)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("record slot %s: %w", slot, err)

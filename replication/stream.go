@@ -41,6 +41,9 @@ type StreamConfig struct {
 	// update that moved the confirmed LSN. Both run on the stream's goroutine.
 	OnStart   func()
 	OnConfirm func(pglogrepl.LSN)
+	// BeforeConfirm, when set, is called before a status update would move the
+	// confirmed LSN; an error ends the session without confirming.
+	BeforeConfirm func(ctx context.Context) error
 }
 
 // Stream starts replication from the slot's confirmed position and feeds h until ctx
@@ -242,6 +245,14 @@ func (s *stream) sendStatus(force bool) error {
 	lsn := s.wm.Confirmable()
 	if !force && lsn == s.sent && time.Since(s.lastSentAt) < s.cfg.KeepaliveInterval {
 		return nil
+	}
+	if lsn != s.sent && s.cfg.BeforeConfirm != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := s.cfg.BeforeConfirm(ctx)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	// Written is reported as the confirmed LSN too: a caught-up walsender sends a
 	// keepalive only while the written position lags its own, and those keepalives

@@ -1,0 +1,95 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TableWatch checks that the outbox table the slot streams is still the same table
+// and still in the publication (docs/design.md invariant 9). A table dropped and
+// created again, or renamed and swapped, under the same name is another table: none
+// of its inserts are in the stream until it is added to the publication, and those
+// made before are never in it. The stream would go on confirming past them.
+type TableWatch struct {
+	table, publication, slot string
+	oid                      uint32
+}
+
+// WatchTable reads the table's identity and, where walrelay_slots records one for
+// the slot, checks that it is the same; it records it when none is recorded.
+func WatchTable(ctx context.Context, conn *pgx.Conn, table, publication, slot string) (*TableWatch, error) {
+	w := &TableWatch{table: table, publication: publication, slot: slot}
+	oid, err := w.current(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	w.oid = oid
+	var recorded *uint32
+	err = conn.QueryRow(ctx, "SELECT table_oid FROM walrelay_slots WHERE slot_name = $1", slot).Scan(&recorded)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return w, nil // a slot walrelay did not create
+	case err != nil:
+		return nil, fmt.Errorf("read the table of slot %s: %w", slot, err)
+	case recorded == nil:
+		_, err = conn.Exec(ctx, "UPDATE walrelay_slots SET table_oid = $2 WHERE slot_name = $1", slot, oid)
+		if err != nil {
+			return nil, fmt.Errorf("record the table of slot %s: %w", slot, err)
+		}
+		return w, nil
+	case *recorded != oid:
+		return nil, w.replaced()
+	}
+	return w, nil
+}
+
+// Check fails with a *SetupError when the table was replaced or left the
+// publication since WatchTable. Call it before confirming an LSN: a change it does not
+// see has an LSN past what was received, so nothing confirmed passes it.
+func (w *TableWatch) Check(ctx context.Context, conn *pgx.Conn) error {
+	_, err := w.current(ctx, conn)
+	return err
+}
+
+// current returns the table's OID: the one watched, if any, or a *SetupError when
+// the table is missing, another one, or not published.
+func (w *TableWatch) current(ctx context.Context, conn *pgx.Conn) (uint32, error) {
+	schema, name := SplitTable(w.table)
+	var oid *uint32
+	var published bool
+	err := conn.QueryRow(ctx, `SELECT c.oid, EXISTS (SELECT 1 FROM pg_publication p WHERE p.pubname = $3
+			AND (p.puballtables OR EXISTS (SELECT 1 FROM pg_publication_tables t
+				WHERE t.pubname = p.pubname AND t.schemaname = $1 AND t.tablename = $2)))
+		FROM (SELECT to_regclass(format('%I.%I', $1::text, $2::text))::oid AS oid) c`, schema, name, w.publication).
+		Scan(&oid, &published)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("check outbox table %s: %w", w.table, err)
+	case oid == nil:
+		return 0, setupErrorf("outbox table %s no longer exists; create it, add it to publication %s, then %s",
+			w.table, w.publication, w.advice())
+	case w.oid != 0 && *oid != w.oid:
+		return 0, w.replaced()
+	case !published:
+		return 0, setupErrorf("outbox table %s left publication %s; its inserts are no longer streamed. "+
+			"Run ALTER PUBLICATION %s ADD TABLE %s, then %s", w.table, w.publication, w.publication, w.table, w.advice())
+	}
+	return *oid, nil
+}
+
+func (w *TableWatch) replaced() error {
+	return setupErrorf("outbox table %s was replaced (dropped and created again, or renamed and swapped) since slot %s "+
+		"started streaming it; inserts into the new table before it joined publication %s are not in the slot. "+
+		"Make sure the table is in the publication, then %s", w.table, w.slot, w.publication, w.advice())
+}
+
+// advice: a new slot's catch-up pass publishes every pending row, which is what
+// closes the gap; without bookkeeping columns (--on-publish none) nothing can.
+func (w *TableWatch) advice() string {
+	return fmt.Sprintf("drop the slot (SELECT pg_drop_replication_slot('%s')) and start walrelay: it creates a new "+
+		"slot and publishes every pending row (with --on-publish none, rows written to the table in the meantime "+
+		"are not tracked and must be republished by hand)", w.slot)
+}
