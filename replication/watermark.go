@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pglogrepl"
 )
 
-// Watermark computes the LSN that is safe to confirm to PostgreSQL (DESIGN invariant 1).
+// Watermark computes the LSN that is safe to confirm to PostgreSQL (docs/design.md invariant 1).
 //
 // Transactions are tracked in commit order. A transaction is settled when its Commit
 // was seen and each of its events was settled (acked by the broker, or handed over to

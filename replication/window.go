@@ -3,7 +3,7 @@ package replication
 import "sync/atomic"
 
 // Window bounds the events handed to the broker and not yet settled, by count and by
-// bytes (DESIGN invariant 4). It outlives replication sessions: events still in the
+// bytes (docs/design.md invariant 4). It outlives replication sessions: events still in the
 // broker client's buffers after a reconnect keep counting until they settle, so a
 // flapping connection cannot pile up unbounded duplicates.
 //
