@@ -18,6 +18,14 @@ const (
 	KindInsert               // insert into the outbox table: Message.Event filled
 	KindCommit               // Commit: Message.CommitLSN, Message.EndLSN, Message.CommitTime set
 	KindRelation             // Relation message for the outbox table (cached)
+	// KindHandedOver is an insert into the outbox table with retry_after set: a row
+	// the poller owns, which the stream must not publish. walrelay inserts such
+	// rows to hand a failed event to the poller when the application already
+	// deleted it (--on-publish none); streaming it again would skip the backoff
+	// and count an extra attempt. The stream-mode poller publishes every row with
+	// retry_after set once due, whoever inserted it, so nothing is lost
+	// (docs/design.md invariant 2). No other field of the Message is set.
+	KindHandedOver
 )
 
 func (k Kind) String() string {
@@ -32,6 +40,8 @@ func (k Kind) String() string {
 		return "commit"
 	case KindRelation:
 		return "relation"
+	case KindHandedOver:
+		return "handed-over"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }

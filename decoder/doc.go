@@ -7,12 +7,15 @@
 // The payload of one XLogData message (a pgoutput protocol version 1
 // message, text-format tuples) goes in; a [Message] comes out: Begin and
 // Commit with their LSNs and commit time, an [outbox.Event] for each insert
-// into the configured outbox table, and KindSkip for everything else the
-// relay does not need (other tables, Update, Delete, Truncate, Type, Origin,
+// into the configured outbox table, KindHandedOver for an insert of a row
+// that already belongs to the poller (retry_after set: walrelay's own
+// re-insert of a failed event), and KindSkip for everything else the relay
+// does not need (other tables, Update, Delete, Truncate, Type, Origin,
 // logical decoding messages). The decoder keeps the relation cache that
 // pgoutput's Relation messages describe: which relation OID is the outbox
 // table and where its columns id, aggregate_type, aggregate_id, event_type,
-// payload and created_at sit (any order, extra columns ignored). A later
+// payload and created_at sit, and retry_after when the table has it (any
+// order, extra columns ignored). A later
 // Relation message for the same OID replaces the cached layout. The cache
 // belongs to one replication session: use a new [Decoder] for each
 // START_REPLICATION, and one goroutine at a time.

@@ -47,6 +47,12 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 	if err := r.end(); err != nil {
 		return err
 	}
+	if ra := spans[fieldRetryAfter].kind; ra == 't' || ra == 'b' {
+		// The poller's row, usually walrelay's re-insert of a failed event whose
+		// row the application deleted: the poller publishes it after its backoff.
+		m.Kind = KindHandedOver
+		return nil
+	}
 	if err := d.fill(data, &spans, &m.Event); err != nil {
 		return err
 	}
@@ -58,7 +64,7 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 // ('n' NULL, 'u' unchanged TOAST, 't' text or 'b' binary, the last two
 // followed by Int32 length and the bytes). It records where the outbox
 // columns are without copying anything.
-func readTuple(r *reader, rel *relation) (spans [numFields]span, err error) {
+func readTuple(r *reader, rel *relation) (spans [numColumns]span, err error) {
 	countOff := r.off
 	n, err := r.int16("tuple column count")
 	if err != nil {
@@ -104,7 +110,7 @@ func readTuple(r *reader, rel *relation) (spans [numFields]span, err error) {
 // fill checks the outbox columns and copies them into ev. All string bytes
 // go into one piece of the decoder's current slab, so ev shares nothing with
 // data and an insert costs no allocation of its own.
-func (d *Decoder) fill(data []byte, spans *[numFields]span, ev *outbox.Event) error {
+func (d *Decoder) fill(data []byte, spans *[numColumns]span, ev *outbox.Event) error {
 	for f := range numFields {
 		switch spans[f].kind {
 		case 'n':
@@ -153,7 +159,7 @@ func (d *Decoder) fill(data []byte, spans *[numFields]span, ev *outbox.Event) er
 
 // rowError reports field f of the row, naming the row by its id when that
 // column could be read.
-func (d *Decoder) rowError(data []byte, spans *[numFields]span, f int, reason string) *RowError {
+func (d *Decoder) rowError(data []byte, spans *[numColumns]span, f int, reason string) *RowError {
 	e := &RowError{Table: d.qualified, Column: columnNames[f], Reason: reason}
 	if id := spans[fieldID]; id.kind == 't' || id.kind == 'b' {
 		e.ID = string(data[id.off : id.off+id.n])

@@ -1,6 +1,6 @@
 package decoder
 
-// Fields of outbox.Event, in the order errors report them.
+// Fields of outbox.Event, in the order errors report them: the required columns.
 const (
 	fieldID = iota
 	fieldAggregateType
@@ -11,14 +11,23 @@ const (
 	numFields
 )
 
+// Optional columns the decoder reads when the table has them.
+const (
+	// fieldRetryAfter is set only on rows handed over to the poller; see
+	// KindHandedOver.
+	fieldRetryAfter = numFields + iota
+	numColumns
+)
+
 // columnNames are the outbox table's column names, indexed by field.
-var columnNames = [numFields]string{
+var columnNames = [numColumns]string{
 	fieldID:            "id",
 	fieldAggregateType: "aggregate_type",
 	fieldAggregateID:   "aggregate_id",
 	fieldEventType:     "event_type",
 	fieldPayload:       "payload",
 	fieldCreatedAt:     "created_at",
+	fieldRetryAfter:    "retry_after",
 }
 
 func fieldOf(name []byte) int8 {
@@ -97,7 +106,7 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		if ours {
 			f := fieldOf(col)
 			rel.field[i] = f
-			if f >= 0 {
+			if f >= 0 && f < numFields {
 				seen[f] = true
 			}
 		}

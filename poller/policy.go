@@ -16,6 +16,9 @@ const (
 	Delete OnPublish = "delete"
 	// None leaves the table alone, for applications that delete the row in the
 	// transaction that inserted it (Debezium style). Only the stream sees such rows.
+	// walrelay never deletes in this mode: an event it hands over to the poller is
+	// inserted again if its row is gone, and marked processed once the poller
+	// publishes it, since the row may be one the application kept.
 	None OnPublish = "none"
 )
 

@@ -35,7 +35,10 @@ type Failure struct {
 // RecordFailures counts one failed attempt for each row and schedules its retry
 // with exponential backoff and jitter, or makes it a dead letter at MaxAttempts. A
 // row that no longer exists (the application deleted it, --on-publish none) is
-// inserted again so that the poller owns it.
+// inserted again so that the poller owns it. That insert goes through the
+// publication; it always sets retry_after, which is how the stream tells it from
+// an application's insert and leaves it to the poller (decoder.KindHandedOver):
+// streaming it would be an extra attempt at once, ignoring the backoff.
 func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failure) error {
 	if len(failures) == 0 {
 		return nil
@@ -102,6 +105,9 @@ func (s *Store) PublishedEarlier(ctx context.Context, q querier, mode OnPublish,
 // A row can be missing for a moment: logical decoding streams a transaction as soon
 // as its commit is in the WAL, a little before other sessions see its rows.
 //
+// None marks like Mark: only rows handed over to the poller get here in that mode,
+// and such a row may be one the application kept, which walrelay must not delete.
+//
 // Marking checks the row count first and asks which rows are marked only when some
 // are missing: reading every id back cost the relay a tenth of its CPU.
 func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []string) (Found, error) {
@@ -112,7 +118,7 @@ func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []
 	var rows pgx.Rows
 	var err error
 	switch mode {
-	case Mark:
+	case Mark, None:
 		var tag pgconn.CommandTag
 		tag, err = q.Exec(ctx, "UPDATE "+s.table+" SET processed_at = now(), retry_after = NULL WHERE id = ANY($1::uuid[])", arr)
 		if err == nil && tag.RowsAffected() == int64(len(ids)) {
@@ -121,8 +127,10 @@ func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []
 		if err == nil {
 			rows, err = q.Query(ctx, "SELECT id::text FROM "+s.table+" WHERE id = ANY($1::uuid[]) AND processed_at IS NOT NULL", arr)
 		}
-	default: // Delete, and None: only rows the poller owned (re-inserted on failure) get here
+	case Delete:
 		rows, err = q.Query(ctx, "DELETE FROM "+s.table+" WHERE id = ANY($1::uuid[]) RETURNING id::text", arr)
+	default:
+		return Found{}, fmt.Errorf("record %d published rows: unknown on-publish mode %q", len(ids), mode)
 	}
 	if err != nil {
 		return Found{}, fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
