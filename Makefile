@@ -11,12 +11,13 @@ all: build
 
 # setup installs what a fresh Debian machine lacks: PostgreSQL's server binaries (the
 # throwaway clusters), promtool (the alert rules check), kubectl (the kustomize render
-# check) and the Go modules.
+# check), ip and tc (the silent network drop in the relay's HA test) and the Go modules.
 setup:
 	@missing=""; \
 	command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="postgresql"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v kubectl >/dev/null 2>&1 || missing="$$missing kubernetes-client"; \
+	{ command -v tc && command -v ip; } >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing ..."; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/replication"
 )
 
 // leaderCheckInterval is how often a leader checks that it still holds the lock, and
@@ -20,13 +22,25 @@ func leaderKey(slot string) int64 {
 	return int64(h.Sum64())
 }
 
+// connect opens a session whose silent loss ends on both sides within seconds (see
+// replication.TuneKeepalives): the server then releases what the session held, the
+// advisory lock above all, and this side's next use of it fails.
+func (r *Relay) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(r.cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url (check --database-url): %w", err)
+	}
+	replication.TuneKeepalives(&cfg.Config)
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
 // acquireLeadership blocks until this instance holds the slot's advisory lock, on a
 // connection of its own, and returns that connection. Standbys try every second.
 func (r *Relay) acquireLeadership(ctx context.Context) (*pgx.Conn, error) {
 	key := leaderKey(r.cfg.Slot)
 	standbyLogged := false
 	for {
-		conn, err := pgx.Connect(ctx, r.cfg.DatabaseURL)
+		conn, err := r.connect(ctx)
 		if err == nil {
 			var got bool
 			if err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err == nil && got {

@@ -23,7 +23,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		r.active.Store(false)
 		r.metrics.leader.Set(0)
 	}()
-	conn, err := pgx.Connect(ctx, r.cfg.DatabaseURL)
+	conn, err := r.connect(ctx)
 	if err != nil {
 		return errorf("connect to postgresql", err)
 	}

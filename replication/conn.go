@@ -33,6 +33,9 @@ func Connect(ctx context.Context, databaseURL string) (*Conn, error) {
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "walrelay"
 	}
+	// A walsender whose client vanished silently keeps the slot active; keepalives
+	// end it within seconds so that a standby can stream.
+	TuneKeepalives(cfg)
 	// pgproto3 reads into an 8 KiB buffer; a larger one under it lets one read take
 	// a whole batch (see readBatching).
 	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
