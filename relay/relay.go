@@ -93,6 +93,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// while the outbox was tiny (a sequential scan) would stay as it grows. Custom
 	// plans keep the primary-key lookups.
 	poolCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	replication.TuneKeepalives(&poolCfg.ConnConfig.Config) // a silent network fails bookkeeping in seconds, not hours
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return errorf("database pool", err)
