@@ -50,6 +50,10 @@ type Config struct {
 	Slot string
 	// Publication is created for Table (inserts only) when missing.
 	Publication string
+	// SlotFailover creates the slot as a failover slot on PostgreSQL 17 and later, so
+	// that standbys with sync_replication_slots keep a copy a promotion carries over.
+	// Ignored on older servers.
+	SlotFailover bool
 	// TopicTemplate names the Kafka topic; {aggregate_type} and {event_type} are
 	// replaced by the event's fields.
 	TopicTemplate string
@@ -139,6 +143,7 @@ func DefaultConfig() Config {
 		Table:             outbox.DefaultTable,
 		Slot:              "walrelay",
 		Publication:       "walrelay",
+		SlotFailover:      true,
 		TopicTemplate:     kafka.DefaultTopicTemplate,
 		KafkaCompression:  kafka.DefaultCompression,
 		SinkKind:          SinkKafka,

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/outbox"
@@ -39,32 +38,9 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	}
 	defer rc.Close()
 
-	start, created := st.Confirmed, st.Created
-	switch {
-	case st.Lost():
-		r.slotReplaced("the slot was invalidated (wal_status = lost): PostgreSQL removed WAL it still needed, " +
-			"usually because max_slot_wal_keep_size was exceeded while the relay was down or stuck")
-		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
-			return err
-		}
-		if start, created, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
-			return err
-		}
-	case !st.Exists && st.CatchupState == replication.CatchupDone:
-		r.slotReplaced("the slot disappeared (dropped by someone or something)")
-		fallthrough
-	case !st.Exists:
-		if start, created, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
-			return err
-		}
-	case st.CatchupState == replication.CatchupPending:
-		r.log.Warn("the slot's catch-up pass did not finish last time; creating the slot again", "slot", r.cfg.Slot)
-		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
-			return err
-		}
-		if start, created, err = r.createSlot(ctx, conn, rc, snk, bk); err != nil {
-			return err
-		}
+	start, created, err := r.prepareSlot(ctx, conn, rc, snk, bk, st)
+	if err != nil {
+		return err
 	}
 	// The connection stays open for the table checks before each confirmation.
 	watch, err := replication.WatchTable(ctx, conn, r.cfg.Table, r.cfg.Publication, r.cfg.Slot)
@@ -109,48 +85,6 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		},
 		BeforeConfirm: func(ctx context.Context) error { return watch.Check(ctx, conn) },
 	}, wm, h)
-}
-
-// slotReplaced reports loudly that a slot is being replaced and what that means for
-// delivery.
-func (r *Relay) slotReplaced(why string) {
-	r.metrics.slotsReplaced.Inc()
-	msg := "replication slot lost; creating a new one and publishing every row not marked processed " +
-		"(some may be published again)"
-	if r.cfg.OnPublish == poller.None {
-		msg = "replication slot lost; creating a new one. With --on-publish none the table does not say " +
-			"which rows were published: events committed while the slot was lost MAY BE LOST"
-	}
-	r.log.Error(msg, "slot", r.cfg.Slot, "why", why)
-}
-
-// createSlot creates the slot and publishes, through its exported snapshot, every
-// pending row committed before it: those rows will never appear in the stream, and
-// rows committed later will, so there is neither a gap nor an overlap. The slot is
-// recorded as pending first and as done last, so a crash in between makes the next
-// session create it again and repeat the pass (duplicates, never a loss).
-func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper) (pglogrepl.LSN, time.Time, error) {
-	incarnation, err := replication.RecordSlot(ctx, conn, r.cfg.Slot)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	created, err := rc.CreateSlot(ctx, r.cfg.Slot)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	r.log.Info("created replication slot; publishing rows committed before it", "slot", r.cfg.Slot,
-		"consistent_point", created.ConsistentPoint.String())
-
-	started := time.Now()
-	n, err := r.catchUp(ctx, conn, snk, bk, created)
-	if err != nil {
-		return 0, time.Time{}, errorf("catch-up pass", err)
-	}
-	if err := replication.MarkCatchupDone(ctx, conn, r.cfg.Slot, incarnation); err != nil {
-		return 0, time.Time{}, err
-	}
-	r.log.Info("catch-up pass done", "slot", r.cfg.Slot, "events", n, "took", time.Since(started).Round(time.Millisecond).String())
-	return created.ConsistentPoint, incarnation, nil
 }
 
 // pipeline feeds decoded outbox inserts to the publisher and transaction boundaries

@@ -23,8 +23,15 @@ type Status struct {
 	PendingRows       int64      `json:"pending_rows"`
 	DeadLetters       int64      `json:"dead_letters"`
 	OldestPendingAge  float64    `json:"oldest_pending_age_seconds"`
-	Problems          []string   `json:"problems"`
+	// SlotReplacedAt and SlotReplacedReason: the last time the relay found the slot
+	// lost or missing and created it again, and why.
+	SlotReplacedAt     *time.Time `json:"slot_replaced_at,omitempty"`
+	SlotReplacedReason string     `json:"slot_replaced_reason,omitempty"`
+	Problems           []string   `json:"problems"`
 }
+
+// recentReplacement is how long a slot's replacement counts as a problem.
+const recentReplacement = 24 * time.Hour
 
 // StatusLimits say when Status reports a problem.
 type StatusLimits struct {
@@ -74,6 +81,16 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	if st.SlotActive && st.LagBytes > 1<<20 && st.LastConfirm != nil && time.Since(*st.LastConfirm) > limits.StallTimeout {
 		st.Problems = append(st.Problems, fmt.Sprintf("stalled: %d bytes behind and no status update for %s",
 			st.LagBytes, time.Since(*st.LastConfirm).Round(time.Second)))
+	}
+
+	err = conn.QueryRow(ctx, "SELECT replaced_at, replaced_reason FROM walrelay_slots WHERE slot_name = $1", cfg.Slot).
+		Scan(&st.SlotReplacedAt, &st.SlotReplacedReason)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, errorf("read walrelay_slots (run walrelay migrate?)", err)
+	}
+	if st.SlotReplacedAt != nil && time.Since(*st.SlotReplacedAt) < recentReplacement {
+		st.Problems = append(st.Problems, fmt.Sprintf("slot %s was replaced at %s: %s", cfg.Slot,
+			st.SlotReplacedAt.UTC().Format(time.RFC3339), st.SlotReplacedReason))
 	}
 
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", cfg.Publication).

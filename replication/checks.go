@@ -33,6 +33,11 @@ type SlotState struct {
 	// Created is when walrelay last created the slot (zero: not created by walrelay).
 	// It tells one incarnation of a slot name from the next.
 	Created time.Time
+	// Failover: a failover slot (PostgreSQL 17+), which standbys can keep a copy of.
+	Failover bool
+	// StreamedOn is the system identifier and timeline the slot was last streamed
+	// on, as walrelay_slots recorded them (empty: never recorded).
+	StreamedOn Streamed
 }
 
 // CatchupState says whether the slot's catch-up pass finished.
@@ -136,7 +141,7 @@ func CheckTable(ctx context.Context, conn *pgx.Conn, table string) error {
 	}
 	var bookkeeping bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-		WHERE attrelid = to_regclass('walrelay_slots') AND attname = 'table_oid' AND NOT attisdropped)`).Scan(&bookkeeping); err != nil {
+		WHERE attrelid = to_regclass('walrelay_slots') AND attname = 'replaced_reason' AND NOT attisdropped)`).Scan(&bookkeeping); err != nil {
 		return fmt.Errorf("look up walrelay_slots: %w", err)
 	}
 	if !bookkeeping {
@@ -186,19 +191,22 @@ func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, err
 	var plugin, database, walStatus *string
 	var confirmed *string
 	var ourDatabase string
-	err := conn.QueryRow(ctx, `SELECT s.plugin, s.database, s.wal_status, s.confirmed_flush_lsn::text, current_database()
+	var failover *bool
+	err := conn.QueryRow(ctx, `SELECT s.plugin, s.database, s.wal_status, s.confirmed_flush_lsn::text, current_database(),
+			(to_jsonb(s) ->> 'failover')::bool
 		FROM pg_replication_slots s WHERE s.slot_name = $1`, slot).
-		Scan(&plugin, &database, &walStatus, &confirmed, &ourDatabase)
+		Scan(&plugin, &database, &walStatus, &confirmed, &ourDatabase, &failover)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// Missing: the bookkeeping row still tells a slot that was never created from
 		// one that disappeared (docs/design.md invariant 9).
-		st.CatchupState, st.Created, err = catchupState(ctx, conn, slot)
+		err = readSlotRecord(ctx, conn, slot, &st)
 		return st, err
 	case err != nil:
 		return st, fmt.Errorf("look up replication slot %s: %w", slot, err)
 	}
 	st.Exists = true
+	st.Failover = failover != nil && *failover
 	if plugin == nil || *plugin != "pgoutput" {
 		return st, setupErrorf("replication slot %s exists but is not a pgoutput logical slot; "+
 			"choose another --slot or drop it with SELECT pg_drop_replication_slot('%s')", slot, slot)
@@ -217,8 +225,7 @@ func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, err
 			return st, fmt.Errorf("parse confirmed_flush_lsn of %s: %w", slot, err)
 		}
 	}
-	st.CatchupState, st.Created, err = catchupState(ctx, conn, slot)
-	return st, err
+	return st, readSlotRecord(ctx, conn, slot, &st)
 }
 
 // SenderTimeout returns the server's wal_sender_timeout for this connection (0: none).

@@ -63,10 +63,24 @@ type SlotCreation struct {
 	SnapshotName string
 }
 
-// CreateSlot creates a permanent pgoutput slot and exports its snapshot.
-func (c *Conn) CreateSlot(ctx context.Context, slot string) (SlotCreation, error) {
-	res, err := pglogrepl.CreateReplicationSlot(ctx, c.pg, slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+// ServerMajor is the server's major version (17 for 17.2).
+func (c *Conn) ServerMajor() int { return serverMajor(c.pg.ParameterStatus("server_version")) }
+
+// FailoverSlots is the first major version whose slots can be failover slots.
+const FailoverSlots = 17
+
+// CreateSlot creates a permanent pgoutput slot and exports its snapshot; with
+// failover on a server that has them, a failover slot.
+func (c *Conn) CreateSlot(ctx context.Context, slot string, failover bool) (SlotCreation, error) {
+	var res pglogrepl.CreateReplicationSlotResult
+	var err error
+	if failover && c.ServerMajor() >= FailoverSlots {
+		res, err = pglogrepl.ParseCreateReplicationSlot(c.pg.Exec(ctx, "CREATE_REPLICATION_SLOT "+slot+
+			" LOGICAL pgoutput (SNAPSHOT 'export', FAILOVER true)"))
+	} else {
+		res, err = pglogrepl.CreateReplicationSlot(ctx, c.pg, slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "EXPORT_SNAPSHOT"})
+	}
 	if err != nil {
 		return SlotCreation{}, fmt.Errorf("create replication slot %s: %w", slot, err)
 	}
@@ -83,4 +97,16 @@ func (c *Conn) DropSlot(ctx context.Context, slot string) error {
 		return fmt.Errorf("drop replication slot %s: %w", slot, err)
 	}
 	return nil
+}
+
+// serverMajor reads the major version from server_version ("17.2", "14.15 (Debian)").
+func serverMajor(version string) int {
+	n := 0
+	for _, r := range version {
+		if r < '0' || r > '9' {
+			break
+		}
+		n = 10*n + int(r-'0')
+	}
+	return n
 }

@@ -43,21 +43,56 @@ func MarkCatchupDone(ctx context.Context, conn *pgx.Conn, slot string, created t
 	return nil
 }
 
-// catchupState reads whether walrelay created the slot, when, and whether its
-// catch-up pass finished.
-func catchupState(ctx context.Context, conn *pgx.Conn, slot string) (CatchupState, time.Time, error) {
-	var created time.Time
+// Streamed is where a slot was last streamed: the cluster's system identifier and
+// the timeline.
+type Streamed struct {
+	System   string
+	Timeline int32
+}
+
+// RecordStreamed records that the slot streams on the server o names.
+func RecordStreamed(ctx context.Context, conn *pgx.Conn, o Origin) error {
+	_, err := conn.Exec(ctx, `UPDATE walrelay_slots SET system_id = $2, timeline = $3
+		WHERE slot_name = $1 AND (system_id IS DISTINCT FROM $2 OR timeline IS DISTINCT FROM $3)`,
+		o.Slot, o.System, o.Timeline)
+	if err != nil {
+		return fmt.Errorf("record where slot %s streams: %w", o.Slot, err)
+	}
+	return nil
+}
+
+// RecordReplaced records when and why the slot had to be replaced, for `walrelay
+// status`; the row outlives the replacement.
+func RecordReplaced(ctx context.Context, conn *pgx.Conn, slot, reason string) error {
+	_, err := conn.Exec(ctx, "UPDATE walrelay_slots SET replaced_at = now(), replaced_reason = $2 WHERE slot_name = $1",
+		slot, reason)
+	if err != nil {
+		return fmt.Errorf("record the replacement of slot %s: %w", slot, err)
+	}
+	return nil
+}
+
+// readSlotRecord fills in what walrelay_slots says about the slot: whether walrelay
+// created it, when, whether its catch-up pass finished, and where it last streamed.
+func readSlotRecord(ctx context.Context, conn *pgx.Conn, slot string, st *SlotState) error {
 	var done *time.Time
-	err := conn.QueryRow(ctx, "SELECT created_at, catchup_done_at FROM walrelay_slots WHERE slot_name = $1", slot).
-		Scan(&created, &done)
+	var system *string
+	var timeline *int32
+	err := conn.QueryRow(ctx, "SELECT created_at, catchup_done_at, system_id, timeline FROM walrelay_slots WHERE slot_name = $1", slot).
+		Scan(&st.Created, &done, &system, &timeline)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return CatchupUnknown, time.Time{}, nil
+		st.CatchupState = CatchupUnknown
+		return nil
 	case err != nil:
-		return CatchupUnknown, time.Time{}, fmt.Errorf("read catch-up state of slot %s: %w", slot, err)
+		return fmt.Errorf("read catch-up state of slot %s: %w", slot, err)
 	case done == nil:
-		return CatchupPending, created, nil
+		st.CatchupState = CatchupPending
 	default:
-		return CatchupDone, created, nil
+		st.CatchupState = CatchupDone
 	}
+	if system != nil && timeline != nil {
+		st.StreamedOn = Streamed{System: *system, Timeline: *timeline}
+	}
+	return nil
 }

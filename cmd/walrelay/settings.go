@@ -69,6 +69,8 @@ func newSettings() *settings {
 		str("table", "outbox table, optionally schema-qualified", &c.Table),
 		str("slot", "logical replication slot name", &c.Slot),
 		str("publication", "publication name (created for the table when missing)", &c.Publication),
+		{name: "slot-failover", usage: "create the slot as a failover slot, so a promoted standby has it (PostgreSQL 17+)",
+			def: strconv.FormatBool(c.SlotFailover), boolean: true, set: func(v string) error { return parseBool(v, &c.SlotFailover) }},
 		str("topic-template", "Kafka topic; {aggregate_type} and {event_type} are replaced", &c.TopicTemplate),
 		dur("status-interval", "how soon acked events are confirmed to PostgreSQL", &c.StatusInterval),
 		dur("keepalive-interval", "longest gap between status updates (lowered to wal_sender_timeout/3)", &c.KeepaliveInterval),

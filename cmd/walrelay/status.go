@@ -72,6 +72,9 @@ func printStatus(cmd *cobra.Command, st *relay.Status) {
 		fmt.Fprintf(tw, "last confirm\t%s (%s ago)\n", st.LastConfirm.UTC().Format(time.RFC3339),
 			time.Since(*st.LastConfirm).Round(time.Millisecond))
 	}
+	if st.SlotReplacedAt != nil {
+		fmt.Fprintf(tw, "slot replaced\t%s: %s\n", st.SlotReplacedAt.UTC().Format(time.RFC3339), st.SlotReplacedReason)
+	}
 	fmt.Fprintf(tw, "publication\t%s (exists: %s)\n", st.Publication, yesNo[st.PublicationExists])
 	fmt.Fprintf(tw, "pending rows\t%d\n", st.PendingRows)
 	fmt.Fprintf(tw, "oldest pending\t%s\n", (time.Duration(st.OldestPendingAge * float64(time.Second))).Round(time.Second))

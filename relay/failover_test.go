@@ -1,0 +1,125 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/walrelay/walrelay/internal/pgcluster"
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/migrations"
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/relay"
+)
+
+// primaryWithStandby starts a primary of its own and a physical standby of it, and
+// returns them with a two-host URL that always reaches the one that accepts writes.
+func primaryWithStandby(t *testing.T, ctx context.Context, primarySettings, standbySettings map[string]string) (primary, standby *pgcluster.Cluster, url string) {
+	t.Helper()
+	if _, err := pgcluster.BinDir(); err != nil && testenv.Cluster(t) == nil {
+		if testenvCI() {
+			t.Fatal("CI is set, but this test needs local PostgreSQL binaries for clusters of its own: " + err.Error())
+		}
+		t.Skip("needs local PostgreSQL binaries for clusters of its own: " + err.Error())
+	}
+	settings := map[string]string{"synchronous_commit": "on"}
+	for k, v := range primarySettings {
+		settings[k] = v
+	}
+	primary, err := pgcluster.Start(ctx, pgcluster.Options{Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { primary.Close() })
+	if _, err := migrations.Up(ctx, primary.URL("postgres"), nil); err != nil {
+		t.Fatal(err)
+	}
+	standby, err = primary.StartStandby(ctx, "standby1", standbySettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { standby.Close() })
+	url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write",
+		primary.Port(), standby.Port())
+	return primary, standby, url
+}
+
+// waitReplayed waits until the standby has replayed the primary's WAL up to now.
+func waitReplayed(t *testing.T, ctx context.Context, primary, standby *pgx.Conn) {
+	t.Helper()
+	target := testenv.CurrentLSN(t, primary)
+	waitFor(t, time.Minute, "the standby to replay "+target.String(), func() bool {
+		var done bool
+		err := standby.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", target.String()).Scan(&done)
+		return err == nil && done
+	})
+}
+
+// A failover to a standby that has no copy of the slot (no failover slots): the
+// relay follows the promoted server on its two-host URL, reports the missing slot at
+// error level as a failover, counts it, shows it in status, and its catch-up pass
+// publishes the rows committed in the gap: nothing is lost.
+func TestFailoverWithoutFailoverSlotIsReported(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	primary, standby, url := primaryWithStandby(t, ctx, nil, nil)
+	broker := testenv.Kafka(t)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	onPrimary := testenv.Connect(t, primary.URL("postgres"))
+	onStandby := testenv.Connect(t, standby.URL("postgres"))
+
+	reg := prometheus.NewRegistry()
+	cfg := func(c *relay.Config) { c.SlotFailover = false; c.Registry = reg }
+	rn := startWithBrokers(t, url, broker.ListenAddrs(), "walrelay", cfg)
+	if !rn.waitLog(30*time.Second, "msg=streaming") {
+		t.Fatal("the relay did not start streaming")
+	}
+	var written []outbox.Event
+	written = append(written, testenv.WriteTx(t, onPrimary, aggregates("f", 5), "before", 50, false)...)
+	if !consumer.WaitDistinct(time.Minute, len(written)) {
+		t.Fatalf("before the failover: %d of %d delivered", consumer.Distinct(), len(written))
+	}
+	// Committed and replicated, maybe not yet published when the primary dies.
+	written = append(written, testenv.WriteTx(t, onPrimary, aggregates("f", 5), "gap", 50, false)...)
+	waitReplayed(t, ctx, onPrimary, onStandby)
+
+	if err := primary.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	written = append(written, testenv.WriteTx(t, onStandby, aggregates("f", 5), "after", 50, false)...)
+	if !consumer.WaitDistinct(2*time.Minute, len(written)) {
+		t.Fatalf("after the failover: %d of %d delivered", consumer.Distinct(), len(written))
+	}
+	for _, ev := range written {
+		if consumer.Count(ev.ID) == 0 {
+			t.Fatalf("event %s (%s) lost", ev.ID, ev.EventType)
+		}
+	}
+	if !rn.waitLog(10*time.Second, "did not survive a failover") {
+		t.Error("the missing slot was not reported as a failover")
+	}
+	if got := testutil.ToFloat64(metricByName(t, reg, "walrelay_slots_replaced_total")); got != 1 {
+		t.Errorf("walrelay_slots_replaced_total = %v, want 1", got)
+	}
+	statusCfg := relay.DefaultConfig()
+	statusCfg.DatabaseURL = url
+	st, err := relay.ReadStatus(ctx, statusCfg, relay.StatusLimits{MaxDeadLetters: 0, StallTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st.SlotReplacedReason, "failover") || len(st.Problems) == 0 {
+		t.Errorf("status does not report the failover: reason %q, problems %q", st.SlotReplacedReason, st.Problems)
+	}
+	t.Logf("%d events written, %d records delivered (%d again, from the catch-up pass)", len(written),
+		len(consumer.Records), len(consumer.Records)-consumer.Distinct())
+}
