@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/internal/backoff"
 )
 
 // Handler applies one record's effects with tx, the transaction that also records
@@ -175,7 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		if fetchErr != nil && fetches.NumRecords() == 0 {
 			// Do not spin on a persistent fetch error.
-			if !sleep(ctx, cfg.RetryMin) {
+			if !backoff.Sleep(ctx, cfg.RetryMin) {
 				return nil
 			}
 		}
@@ -220,7 +221,7 @@ func (l *loop) record(ctx context.Context, rec *kgo.Record) (bool, error) {
 			Err: fmt.Errorf("%w: the record has no \"id\" header; walrelay sets it to the outbox row's UUID, "+
 				"so this record was not published by walrelay", ErrInvalidEventID)}
 	}
-	backoff := l.cfg.RetryMin
+	retry := backoff.New(l.cfg.RetryMin, l.cfg.RetryMax)
 	for attempt := 1; ; attempt++ {
 		ran, err := l.once(ctx, id, rec)
 		if err == nil {
@@ -235,12 +236,11 @@ func (l *loop) record(ctx context.Context, rec *kgo.Record) (bool, error) {
 		if errors.Is(err, ErrInvalidEventID) || attempt >= l.cfg.MaxAttempts {
 			return false, &RecordError{Record: rec, EventID: id, Attempts: attempt, Err: err}
 		}
-		wait := backoff/2 + rand.N(backoff/2+1) // jitter in [backoff/2, backoff]
+		wait := retry.Next()
 		log.Warn("handle event failed; retrying", "attempt", attempt, "retry_in", wait, "err", err)
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return false, ctx.Err()
 		}
-		backoff = min(2*backoff, l.cfg.RetryMax)
 	}
 }
 
@@ -274,16 +274,4 @@ func header(rec *kgo.Record, key string) string {
 		}
 	}
 	return ""
-}
-
-// sleep waits d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

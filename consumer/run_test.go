@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/consumer"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink/kafka"
 )
 
 // Every record delivered twice: each event has one effect, the second copies are
@@ -266,9 +267,14 @@ func TestRelayToConsumer(t *testing.T) {
 		}
 	}
 
+	snk, err := kafka.New(kafka.Config{Brokers: broker.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(snk.Close)
 	rcfg := relay.DefaultConfig()
 	rcfg.DatabaseURL = dbURL
-	rcfg.KafkaBrokers = broker.ListenAddrs()
+	rcfg.Sink = snk
 	rcfg.Slot = "consumer_" + strings.ReplaceAll(newUUID()[:13], "-", "_") // slots are cluster-wide: one per run
 	rcfg.Logger = slog.New(slog.DiscardHandler)
 	rl, err := relay.New(rcfg)

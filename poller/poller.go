@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -106,7 +107,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	if p.cfg.PollOnly {
 		go p.listen(ctx, wake)
 	}
-	delay := p.cfg.Interval
+	retry := backoff.New(p.cfg.Interval, 30*time.Second)
 	for {
 		res, err := p.Poll(ctx)
 		if ctx.Err() != nil {
@@ -117,14 +118,15 @@ func (p *Poller) Run(ctx context.Context) error {
 		} else if err == nil && p.cfg.OnBatch != nil {
 			p.cfg.OnBatch(res)
 		}
+		delay := p.cfg.Interval
 		switch {
 		case err != nil:
-			p.cfg.Logger.Error("poll failed; retrying", "err", err, "retry_in", delay.String())
-			delay = min(2*delay, 30*time.Second)
+			delay = retry.Next()
+			p.cfg.Logger.Error("poll failed; retrying", "err", err, "retry_in", delay.Round(time.Millisecond).String())
 		case res.Published+len(res.FailedEventTypes) == p.cfg.BatchSize:
 			continue // more is waiting
 		default:
-			delay = p.cfg.Interval
+			retry.Reset()
 		}
 		timer := time.NewTimer(delay)
 		select {

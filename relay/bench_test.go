@@ -11,6 +11,7 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink/kafka"
 )
 
 // BenchmarkOnPublish streams b.N events (200-byte payloads, 100 per transaction)
@@ -43,8 +44,13 @@ func benchStream(b *testing.B, slot string, tweak func(*relay.Config)) {
 			dbURL := testenv.MigratedDatabase(b)
 			broker := testenv.Kafka(b)
 			conn := testenv.Connect(b, dbURL)
+			snk, err := kafka.New(kafka.Config{Brokers: broker.ListenAddrs()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer snk.Close()
 			cfg := relay.DefaultConfig()
-			cfg.DatabaseURL, cfg.KafkaBrokers = dbURL, broker.ListenAddrs()
+			cfg.DatabaseURL, cfg.Sink = dbURL, snk
 			cfg.Slot = slot
 			tweak(&cfg)
 			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

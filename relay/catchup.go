@@ -54,10 +54,11 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 			break
 		}
 		if unpublishable != nil {
-			pub.deadLetter(wm, ev.ID, unpublishable, 0)
+			pub.deadLetter(ev.ID, unpublishable, 0, wm.Track(0))
 			continue
 		}
-		pub.publish(wm, ev, 0, time.Time{})
+		size := ev.Size()
+		pub.publish(ev, position{}, wm.Track(size), size)
 		n++
 		if time.Since(lastReport) > 5*time.Second {
 			r.log.Info("catch-up pass in progress", "slot", r.cfg.Slot, "events", n)
@@ -91,24 +92,18 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 	return n, nil
 }
 
+// waitForRoom waits until the window has room for another event of the pass.
 func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) error {
-	for {
+	for r.window.Full() {
 		if err := wm.Err(); err != nil {
 			return err
 		}
-		room := r.window.Room()
-		if room == nil {
-			return nil
-		}
-		select {
-		case <-room:
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			r.window.Wake()
+		r.window.Wait(ctx, time.Now().Add(time.Second))
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		r.window.Wake()
 	}
+	return wm.Err()
 }
 
 // catchUpQuery selects pending rows: not processed, dead-lettered or handed to the

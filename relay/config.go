@@ -10,40 +10,22 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/sink"
-	"github.com/walrelay/walrelay/sink/kafka"
-	"github.com/walrelay/walrelay/sink/nats"
-	"github.com/walrelay/walrelay/sink/rabbitmq"
-	"github.com/walrelay/walrelay/sink/redis"
 )
 
-// Config configures a Relay. Start from DefaultConfig and set DatabaseURL and
-// KafkaBrokers (or Sink).
+// Config configures a Relay. Start from DefaultConfig and set DatabaseURL and Sink.
 type Config struct {
 	// DatabaseURL is a PostgreSQL URL or keyword/value string. The role needs the
 	// REPLICATION attribute, and the database wal_level = logical.
 	DatabaseURL string
-	// KafkaBrokers are host:port seeds. Unused when Sink is set.
-	KafkaBrokers []string
-	// KafkaSecurity: TLS and SASL (PLAIN, SCRAM-SHA-256/512) towards the brokers.
-	// PostgreSQL's TLS is set in DatabaseURL (sslmode, sslrootcert, ...).
-	KafkaSecurity kafka.Security
-	// KafkaOpts are passed to franz-go after walrelay's own (tuning, other auth).
-	KafkaOpts []kgo.Opt
-	// SinkKind selects the broker: SinkKafka (default), SinkNATS, SinkRabbitMQ or
-	// SinkRedis, configured by the matching field below.
-	SinkKind SinkKind
-	NATS     NATSConfig
-	RabbitMQ RabbitMQConfig
-	Redis    RedisConfig
-	// Sink replaces the built-in sinks, for applications embedding the relay with a
-	// broker of their own. The relay does not close it.
+	// Sink is the broker client: one of sink/kafka, sink/nats, sink/rabbitmq or
+	// sink/redis (package sinks builds them from one configuration), or a sink.Sink of
+	// the application's own. The relay does not close it. Exactly-once delivery
+	// needs a sink.Transactional (Kafka).
 	Sink sink.Sink
-
 	// Table is the outbox table, optionally schema-qualified.
 	Table string
 	// Slot is the logical replication slot's name; one relay streams it at a time.
@@ -54,10 +36,6 @@ type Config struct {
 	// that standbys with sync_replication_slots keep a copy a promotion carries over.
 	// Ignored on older servers.
 	SlotFailover bool
-	// TopicTemplate names the Kafka topic; {aggregate_type} and {event_type} are
-	// replaced by the event's fields.
-	TopicTemplate string
-
 	// StatusInterval is how soon an LSN made safe by acks is confirmed to PostgreSQL.
 	StatusInterval time.Duration
 	// KeepaliveInterval is the longest gap between standby status updates. It is
@@ -73,10 +51,9 @@ type Config struct {
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
 
-	// Delivery is AtLeastOnce (the default) or ExactlyOnce (Kafka transactions with
-	// the stream position in ProgressTopic; Kafka sink, stream mode).
-	Delivery      Delivery
-	ProgressTopic string
+	// Delivery is AtLeastOnce (the default) or ExactlyOnce (transactions that carry
+	// the stream position; a sink.Transactional, stream mode).
+	Delivery Delivery
 
 	// Mode is ModeStream (logical replication, the default) or ModePoll (the
 	// FOR UPDATE SKIP LOCKED poller alone, for databases that cannot replicate).
@@ -88,20 +65,13 @@ type Config struct {
 	// Retry is the policy for events that failed on their own: attempts, backoff,
 	// dead letters.
 	Retry poller.Policy
-	// EventTimeout is how long one event may keep failing with retriable errors
-	// (its partition unavailable) before the session restarts from the confirmed
-	// LSN; nothing is handed over for it.
-	EventTimeout time.Duration
-	// MaxMessageBytes is the largest record batch the producer builds (franz-go's
-	// ProducerBatchMaxBytes); keep it at or below the brokers' message.max.bytes.
-	// 0: franz-go's default, about 1 MB.
-	MaxMessageBytes int
-	// KafkaCompression of record batches: none, snappy, lz4, zstd or gzip.
-	KafkaCompression string
 	// PollBatchSize rows are locked and published per poll transaction.
 	PollBatchSize int
 	// PollInterval is the poller's fallback interval (NOTIFY wakes it sooner in poll mode).
 	PollInterval time.Duration
+	// PublishTimeout bounds the poller's wait for a batch's acks; keep it above the
+	// sink's own delivery timeout.
+	PublishTimeout time.Duration
 	// Retention is how long processed rows are kept before the background cleanup
 	// deletes them (with OnPublish mark). 0 disables the cleanup.
 	Retention time.Duration
@@ -111,8 +81,12 @@ type Config struct {
 	// Pprof also serves Go's profiler under /debug/pprof/ on MetricsAddr.
 	Pprof bool
 	// Registry receives the relay's metrics; nil: a registry of the relay's own, with
-	// Go runtime and process collectors, served on MetricsAddr.
-	Registry *prometheus.Registry
+	// Go runtime and process collectors. Wrap a shared one with
+	// prometheus.WrapRegistererWith to run several relays.
+	Registry prometheus.Registerer
+	// Gatherer is what MetricsAddr serves on /metrics; nil: Registry, when it is a
+	// prometheus.Gatherer too (a *prometheus.Registry is).
+	Gatherer prometheus.Gatherer
 	// StatsInterval is how often slot health and table counts are read.
 	StatsInterval time.Duration
 	// StallTimeout: slot lag growing while the confirmed LSN has not moved for this
@@ -144,14 +118,7 @@ func DefaultConfig() Config {
 		Slot:              "walrelay",
 		Publication:       "walrelay",
 		SlotFailover:      true,
-		TopicTemplate:     kafka.DefaultTopicTemplate,
-		KafkaCompression:  kafka.DefaultCompression,
-		SinkKind:          SinkKafka,
 		Delivery:          AtLeastOnce,
-		ProgressTopic:     "walrelay.progress",
-		NATS:              nats.DefaultConfig(),
-		RabbitMQ:          rabbitmq.DefaultConfig(),
-		Redis:             redis.DefaultConfig(),
 		StatusInterval:    100 * time.Millisecond,
 		KeepaliveInterval: 10 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
@@ -162,9 +129,9 @@ func DefaultConfig() Config {
 		Mode:              ModeStream,
 		OnPublish:         poller.Mark,
 		Retry:             poller.DefaultPolicy(),
-		EventTimeout:      2 * time.Minute,
 		PollBatchSize:     100,
 		PollInterval:      time.Second,
+		PublishTimeout:    2*time.Minute + 10*time.Second,
 		Retention:         7 * 24 * time.Hour,
 		StatsInterval:     10 * time.Second,
 		StallTimeout:      5 * time.Minute,
@@ -176,7 +143,8 @@ var (
 	tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_$]*\.)?[A-Za-z_][A-Za-z0-9_$]*$`)
 )
 
-// Validate checks the configuration without opening any connection.
+// Validate checks the configuration without opening any connection. It leaves the
+// sink to New, so that a program can check its settings before it builds one.
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -184,24 +152,6 @@ func (c *Config) Validate() error {
 		add("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		add("database url: %w", err) // the strictest parser of the ones Run uses
-	}
-	if c.Sink == nil && c.SinkKind != SinkKafka {
-		if err := c.validateSink(); err != nil {
-			add("%s sink: %w", c.SinkKind, err)
-		}
-	}
-	if c.Sink == nil && c.SinkKind == SinkKafka {
-		if len(c.KafkaBrokers) == 0 {
-			add("kafka brokers are required (--kafka-brokers or WALRELAY_KAFKA_BROKERS, comma-separated host:port)")
-		}
-		for _, b := range c.KafkaBrokers {
-			if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
-				add("kafka broker %q is not host:port", b)
-			}
-		}
-		if err := c.KafkaSecurity.Validate(); err != nil {
-			add("%w", err)
-		}
 	}
 	if !tableName.MatchString(c.Table) {
 		add("table %q is not a table name (name or schema.name)", c.Table)
@@ -211,9 +161,6 @@ func (c *Config) Validate() error {
 	}
 	if !tableName.MatchString(c.Publication) || len(c.Publication) > 63 {
 		add("publication %q is not a valid name", c.Publication)
-	}
-	if _, err := sink.ParseTemplate(c.TopicTemplate); err != nil {
-		add("%w", err)
 	}
 	for _, d := range []struct {
 		name string
@@ -252,20 +199,11 @@ func (c *Config) Validate() error {
 	if err := c.Retry.Validate(); err != nil {
 		add("%w", err)
 	}
-	if c.EventTimeout != 0 && c.EventTimeout < time.Second {
-		add("event timeout must be 0 (never) or at least 1s, got %s", c.EventTimeout)
-	}
-	if c.MaxMessageBytes < 0 {
-		add("max message bytes must not be negative")
-	}
-	if err := kafka.CheckCompression(c.KafkaCompression); err != nil {
-		add("%w", err)
-	}
 	if c.PollBatchSize <= 0 {
 		add("poll batch size must be positive, got %d", c.PollBatchSize)
 	}
-	if c.PollInterval <= 0 {
-		add("poll interval must be positive, got %s", c.PollInterval)
+	if c.PollInterval <= 0 || c.PublishTimeout <= 0 {
+		add("poll interval and publish timeout must be positive, got %s and %s", c.PollInterval, c.PublishTimeout)
 	}
 	if c.Retention < 0 {
 		add("retention must not be negative")

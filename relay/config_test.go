@@ -9,14 +9,25 @@ import (
 
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/sink/kafka"
 )
 
-func validConfig() relay.Config {
+// validConfig has a Kafka sink, which connects only when used.
+func validConfig(t *testing.T) relay.Config {
 	c := relay.DefaultConfig()
 	c.DatabaseURL = "postgres://relay:s3cret@127.0.0.1:5432/app"
-	c.KafkaBrokers = []string{"127.0.0.1:9092"}
+	snk, err := kafka.New(kafka.Config{Brokers: []string{"127.0.0.1:9092"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(snk.Close)
+	c.Sink = snk
 	return c
 }
+
+// plainSink is a sink without transactions; nothing is published to it.
+type plainSink struct{ sink.Sink }
 
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
@@ -27,11 +38,9 @@ func TestValidate(t *testing.T) {
 		{"defaults", func(*relay.Config) {}, ""},
 		{"no database", func(c *relay.Config) { c.DatabaseURL = "" }, "database url is required"},
 		{"bad database url", func(c *relay.Config) { c.DatabaseURL = "postgres://x:s3cret@host:notaport/db" }, "database url"},
-		{"no brokers", func(c *relay.Config) { c.KafkaBrokers = nil }, "kafka brokers are required"},
-		{"broker without port", func(c *relay.Config) { c.KafkaBrokers = []string{"kafka"} }, "not host:port"},
+		{"no sink", func(c *relay.Config) { c.Sink = nil }, "a sink is required"},
 		{"bad slot", func(c *relay.Config) { c.Slot = "Bad-Slot" }, "slot"},
 		{"bad table", func(c *relay.Config) { c.Table = "a.b.c" }, "table"},
-		{"bad template", func(c *relay.Config) { c.TopicTemplate = "x.{nope}" }, "unknown placeholder"},
 		{"zero status interval", func(c *relay.Config) { c.StatusInterval = 0 }, "status interval must be positive"},
 		{"keepalive under status", func(c *relay.Config) { c.KeepaliveInterval = time.Millisecond }, "keepalive interval"},
 		{"empty window", func(c *relay.Config) { c.MaxInFlightEvents = 0 }, "max in-flight events"},
@@ -42,15 +51,13 @@ func TestValidate(t *testing.T) {
 		{"bad metrics addr", func(c *relay.Config) { c.MetricsAddr = "9731" }, "metrics address"},
 		{"exactly-once", func(c *relay.Config) { c.Delivery = relay.ExactlyOnce }, ""},
 		{"exactly-once in poll mode", func(c *relay.Config) { c.Delivery, c.Mode = relay.ExactlyOnce, relay.ModePoll }, "exactly-once needs"},
-		{"exactly-once to redis", func(c *relay.Config) { c.Delivery, c.SinkKind = relay.ExactlyOnce, relay.SinkRedis }, "exactly-once needs"},
+		{"exactly-once without transactions", func(c *relay.Config) { c.Delivery, c.Sink = relay.ExactlyOnce, plainSink{} }, "exactly-once needs"},
 		{"bad delivery", func(c *relay.Config) { c.Delivery = "at-most-once" }, "delivery"},
-		{"zstd", func(c *relay.Config) { c.KafkaCompression = "zstd" }, ""},
-		{"bad compression", func(c *relay.Config) { c.KafkaCompression = "brotli" }, "unknown compression"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := validConfig()
+			c := validConfig(t)
 			tc.tweak(&c)
-			err := c.Validate()
+			_, err := relay.New(c)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("want valid, got %v", err)
@@ -64,7 +71,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestNewRejectsSharedRegistry(t *testing.T) {
-	c := validConfig()
+	c := validConfig(t)
 	c.Registry = prometheus.NewRegistry()
 	if _, err := relay.New(c); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func TestExactlyOnceHandedOverEventIsNotMarkedProcessed(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
 	conn := testenv.Connect(t, dbURL)
-	rn := start(t, dbURL, broker, "eo_handover", fastRetries, func(c *relay.Config) {
+	rn := start(t, dbURL, broker, "eo_handover", fastRetries, func(c *config) {
 		c.Delivery = relay.ExactlyOnce
 		c.MaxInFlightEvents = 200
 	})
@@ -101,7 +101,7 @@ func TestExactlyOncePositionFromAnotherClusterIsIgnored(t *testing.T) {
 	}
 	broker := testenv.Kafka(t)
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	eo := func(c *relay.Config) { c.Delivery = relay.ExactlyOnce }
+	eo := func(c *config) { c.Delivery = relay.ExactlyOnce }
 
 	// The first deployment: push its WAL far ahead, then commit a position there.
 	firstURL := testenv.MigratedDatabase(t)
@@ -171,7 +171,7 @@ func TestExactlyOnceUnmappableRowIsNeverSkipped(t *testing.T) {
 			EXECUTE FUNCTION fail_first_dead_letter()`); err != nil {
 		t.Fatal(err)
 	}
-	rn := start(t, dbURL, broker, "eo_unmappable", func(c *relay.Config) {
+	rn := start(t, dbURL, broker, "eo_unmappable", func(c *config) {
 		c.Delivery = relay.ExactlyOnce
 		c.MaxInFlightEvents = 200
 	})

@@ -10,7 +10,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
-	"github.com/walrelay/walrelay/relay"
 )
 
 // A terminated walsender (SQLSTATE 57P01) and a restart of PostgreSQL both end the
@@ -117,7 +116,7 @@ func TestHugeTransactionStreamsThrough(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
-	start(t, dbURL, broker, "huge", func(c *relay.Config) {
+	start(t, dbURL, broker, "huge", func(c *config) {
 		c.MaxInFlightEvents = 500
 		c.MaxInFlightBytes = 64 << 10
 	})

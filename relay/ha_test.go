@@ -14,7 +14,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
-	"github.com/walrelay/walrelay/relay"
 )
 
 // instance is one of several relays on the same slot, told apart by application_name.
@@ -29,7 +28,7 @@ func startInstance(t *testing.T, dbURL string, broker interface{ ListenAddrs() [
 	t.Helper()
 	in := &instance{name: name, reg: prometheus.NewRegistry(), addr: freeAddr(t)}
 	in.rn = startWithBrokers(t, testenv.WithParams(dbURL, map[string]string{"application_name": name}), broker.ListenAddrs(), slot,
-		func(c *relay.Config) { c.Registry, c.MetricsAddr = in.reg, in.addr })
+		func(c *config) { c.Registry, c.MetricsAddr = in.reg, in.addr })
 	return in
 }
 

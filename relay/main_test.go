@@ -12,6 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink/sinks"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -28,17 +29,24 @@ type running struct {
 }
 
 // start runs a relay for dbURL and the broker until the test stops it.
-func start(t *testing.T, dbURL string, broker *kfake.Cluster, slot string, tweak ...func(*relay.Config)) *running {
+func start(t *testing.T, dbURL string, broker *kfake.Cluster, slot string, tweak ...func(*config)) *running {
 	t.Helper()
 	return startWithBrokers(t, dbURL, broker.ListenAddrs(), slot, tweak...)
 }
 
-func startWithBrokers(t *testing.T, dbURL string, brokers []string, slot string, tweak ...func(*relay.Config)) *running {
+// config is a test relay's configuration with its broker's beside it: tweaks set
+// either, and the sink is built from Sinks.
+type config struct {
+	relay.Config
+	Sinks sinks.Config
+}
+
+func startWithBrokers(t *testing.T, dbURL string, brokers []string, slot string, tweak ...func(*config)) *running {
 	t.Helper()
 	logs := &logBuffer{}
-	cfg := relay.DefaultConfig()
+	cfg := config{Config: relay.DefaultConfig(), Sinks: sinks.DefaultConfig()}
 	cfg.DatabaseURL = dbURL
-	cfg.KafkaBrokers = brokers
+	cfg.Sinks.Kafka.Brokers = brokers
 	cfg.Slot = slot
 	cfg.ReconnectMin = 100 * time.Millisecond
 	cfg.ReconnectMax = time.Second
@@ -46,7 +54,14 @@ func startWithBrokers(t *testing.T, dbURL string, brokers []string, slot string,
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	r, err := relay.New(cfg)
+	snk, err := sinks.Open(context.Background(), cfg.Sinks, sinks.Window{Events: cfg.MaxInFlightEvents,
+		Bytes: cfg.MaxInFlightBytes, PollBatch: cfg.PollBatchSize}, cfg.Logger, cfg.ReconnectMin, cfg.ReconnectMax)
+	if err != nil {
+		t.Fatalf("open the %s sink: %v", cfg.Sinks.Kind, err)
+	}
+	t.Cleanup(snk.Close) // after the relay stopped: cleanups run last first
+	cfg.Sink = snk
+	r, err := relay.New(cfg.Config)
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}
@@ -81,14 +96,7 @@ func (rn *running) stop() {
 
 // waitLog waits until the relay logged a line containing substr.
 func (rn *running) waitLog(timeout time.Duration, substr string) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if strings.Contains(rn.logs.String(), substr) {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
-	return false
+	return testenv.Eventually(timeout, func() bool { return strings.Contains(rn.logs.String(), substr) })
 }
 
 func aggregates(prefix string, n int) []string {

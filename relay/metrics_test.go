@@ -18,7 +18,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
-	"github.com/walrelay/walrelay/relay"
 )
 
 // A known workload gives known metric values: 120 events acked, one poison event
@@ -31,7 +30,7 @@ func TestMetricsReflectWorkload(t *testing.T) {
 	conn := testenv.Connect(t, dbURL)
 	reg := prometheus.NewRegistry()
 	addr := freeAddr(t)
-	start(t, dbURL, broker, "metrics", fastRetries, func(c *relay.Config) {
+	start(t, dbURL, broker, "metrics", fastRetries, func(c *config) {
 		c.Registry = reg
 		c.MetricsAddr = addr
 		c.StatsInterval = 100 * time.Millisecond
@@ -167,7 +166,7 @@ func TestHeartbeatAdvancesSlot(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
-	start(t, dbURL, broker, "heartbeat", func(c *relay.Config) { c.HeartbeatInterval = 200 * time.Millisecond })
+	start(t, dbURL, broker, "heartbeat", func(c *config) { c.HeartbeatInterval = 200 * time.Millisecond })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	if !consumer.WaitDistinct(time.Minute, len(testenv.WriteTx(t, conn, []string{"h"}, "warm", 1, false))) {
 		t.Fatal("warm-up event not delivered")
@@ -216,23 +215,10 @@ func waitHTTP(t *testing.T, url string, status int, want string) string {
 	return last
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if !pollUntil(timeout, cond) {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-func pollUntil(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
-	return true
-}
+var (
+	waitFor   = testenv.WaitFor
+	pollUntil = testenv.Eventually
+)
 
 // A relay whose slot lag grows while its confirmed LSN stands still is stalled: the
 // gauge says so, /readyz fails and an error is logged; all of it clears once events
@@ -243,7 +229,7 @@ func TestStallDetection(t *testing.T) {
 	broker := testenv.Kafka(t)
 	reg := prometheus.NewRegistry()
 	addr := freeAddr(t)
-	rn := start(t, dbURL, broker, "stall", func(c *relay.Config) {
+	rn := start(t, dbURL, broker, "stall", func(c *config) {
 		c.Registry, c.MetricsAddr = reg, addr
 		c.StatsInterval = 100 * time.Millisecond
 		c.StallTimeout = time.Second

@@ -16,7 +16,6 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
-	"github.com/walrelay/walrelay/relay"
 )
 
 // With --on-publish none the application deletes its rows in the transaction that
@@ -30,7 +29,7 @@ func TestNoneModeHandOverIsNotStreamedAgain(t *testing.T) {
 	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
 	conn := testenv.Connect(t, dbURL)
 	reg := prometheus.NewRegistry()
-	rn := start(t, dbURL, broker, "none_handover", fastRetries, func(c *relay.Config) {
+	rn := start(t, dbURL, broker, "none_handover", fastRetries, func(c *config) {
 		c.OnPublish = poller.None
 		c.Retry.MaxAttempts = maxAttempts
 		c.Registry = reg
@@ -124,7 +123,7 @@ func TestNoneModeNeverDeletes(t *testing.T) {
 	// "flaky" (the default template: outbox.event.{aggregate_type}) as an invalid
 	// record, an error about the event, and accepts the poller's retry.
 	refuse := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.flaky", Err: kerr.InvalidRecord})
-	start(t, dbURL, broker, "none_keeps", fastRetries, func(c *relay.Config) { c.OnPublish = poller.None })
+	start(t, dbURL, broker, "none_keeps", fastRetries, func(c *config) { c.OnPublish = poller.None })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 
 	tx, err := conn.Begin(ctx)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/poller"
-	"github.com/walrelay/walrelay/relay"
 )
 
 // Each --on-publish mode leaves the table in the state it promises once the
@@ -30,7 +29,7 @@ func TestOnPublishModes(t *testing.T) {
 			dbURL := testenv.MigratedDatabase(t)
 			broker := testenv.Kafka(t)
 			conn := testenv.Connect(t, dbURL)
-			rn := start(t, dbURL, broker, "onpub_"+string(tc.mode), func(c *relay.Config) { c.OnPublish = tc.mode })
+			rn := start(t, dbURL, broker, "onpub_"+string(tc.mode), func(c *config) { c.OnPublish = tc.mode })
 			consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 			var n int
 			for i := 0; i < 4; i++ {

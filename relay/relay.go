@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
@@ -42,23 +42,30 @@ type Relay struct {
 
 // New validates cfg and returns a relay. It opens no connection.
 func New(cfg Config) (*Relay, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), cfg.checkSink()); err != nil {
 		return nil, err
 	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	reg := cfg.Registry
+	reg, gatherer := cfg.Registry, cfg.Gatherer
 	if reg == nil {
-		reg = newRegistry()
+		own := newRegistry()
+		reg, gatherer = own, own
+	}
+	if g, ok := reg.(prometheus.Gatherer); ok && gatherer == nil {
+		gatherer = g
+	}
+	if gatherer == nil && cfg.MetricsAddr != "" {
+		return nil, errors.New("metrics address set, but the registry cannot be gathered: set Config.Gatherer")
 	}
 	r := &Relay{
 		cfg:        cfg,
 		log:        logger,
 		window:     replication.NewWindow(int64(cfg.MaxInFlightEvents), cfg.MaxInFlightBytes),
 		registerer: reg,
-		gatherer:   reg,
+		gatherer:   gatherer,
 	}
 	m, err := newMetrics(reg, r)
 	if err != nil {
@@ -74,17 +81,6 @@ func New(cfg Config) (*Relay, error) {
 // the setup is wrong (see replication.SetupError) or the broker client cannot be built.
 func (r *Relay) Run(ctx context.Context) error {
 	snk := r.cfg.Sink
-	if snk == nil {
-		built, err := r.newSink(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil // stopped before the broker could be reached
-			}
-			return err
-		}
-		defer built.Close()
-		snk = built
-	}
 	poolCfg, err := pgxpool.ParseConfig(r.cfg.DatabaseURL)
 	if err != nil {
 		return errorf("database pool", err)
@@ -116,7 +112,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	store := poller.NewStore(pool, r.cfg.Table, r.cfg.Retry)
 	pl := poller.New(pool, snk, poller.Config{
 		Table: r.cfg.Table, PollOnly: r.cfg.Mode == ModePoll, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
-		BatchSize: r.cfg.PollBatchSize, Interval: r.cfg.PollInterval, PublishTimeout: r.publishTimeout(),
+		BatchSize: r.cfg.PollBatchSize, Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
 		Logger: r.log,
 		OnBatch: func(res poller.BatchResult) {
 			if r.cfg.Mode == ModePoll {
@@ -168,18 +164,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// publishTimeout bounds how long the poller waits for a batch's acks.
-func (r *Relay) publishTimeout() time.Duration {
-	if r.cfg.EventTimeout > 0 {
-		return r.cfg.EventTimeout + 10*time.Second
-	}
-	return time.Minute
-}
-
 // stream leads the slot and runs replication sessions until ctx ends or the setup
 // proves wrong. One instance per slot streams: the others wait as standbys.
 func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper) error {
-	delay := r.cfg.ReconnectMin
+	retry := backoff.New(r.cfg.ReconnectMin, r.cfg.ReconnectMax)
 	for {
 		lock, err := r.acquireLeadership(ctx)
 		if ctx.Err() != nil {
@@ -204,9 +192,7 @@ func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper
 		}
 		if r.lostLeadership.Swap(false) {
 			// Give the standbys, which try every leaderCheckInterval, the first chance.
-			select {
-			case <-time.After(2 * leaderCheckInterval):
-			case <-ctx.Done():
+			if !backoff.Sleep(ctx, 2*leaderCheckInterval) {
 				return nil
 			}
 			continue
@@ -219,9 +205,9 @@ func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper
 		}
 		r.metrics.reconnects.Inc()
 		if time.Since(started) > time.Minute {
-			delay = r.cfg.ReconnectMin
+			retry.Reset()
 		}
-		wait := jitter(delay)
+		wait := retry.Next()
 		if slotBusy(sessionErr) {
 			r.log.Warn("replication slot is in use by another process; waiting for it to be released "+
 				"(a walrelay without leadership, or another client, streams it)",
@@ -229,12 +215,9 @@ func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper
 		} else {
 			r.log.Error("replication session failed; reconnecting", "err", sessionErr, "retry_in", wait.Round(time.Millisecond).String())
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, wait) {
 			return nil
 		}
-		delay = min(2*delay, r.cfg.ReconnectMax)
 	}
 }
 
@@ -283,7 +266,7 @@ func (r *Relay) cleanup(ctx context.Context, store *poller.Store) error {
 // waitForBroker pings the broker until it answers, so a wrong address is reported
 // at once and clearly rather than as a window that never drains.
 func (r *Relay) waitForBroker(ctx context.Context, snk sink.Sink) error {
-	delay := r.cfg.ReconnectMin
+	retry := backoff.New(r.cfg.ReconnectMin, r.cfg.ReconnectMax)
 	for {
 		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := snk.Ping(pingCtx)
@@ -294,15 +277,12 @@ func (r *Relay) waitForBroker(ctx context.Context, snk sink.Sink) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		wait := jitter(delay)
-		r.log.Error("broker unreachable; check the "+string(r.cfg.SinkKind)+" address and that the broker is up; retrying",
+		wait := retry.Next()
+		r.log.Error("broker unreachable; check the broker's address and that it is up; retrying",
 			"err", err, "retry_in", wait.Round(time.Millisecond).String())
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, wait) {
 			return ctx.Err()
 		}
-		delay = min(2*delay, r.cfg.ReconnectMax)
 	}
 }
 
@@ -332,18 +312,13 @@ func slotBusy(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "55006"
 }
 
-// jitter spreads d by up to ±20% so that several relays do not retry in step.
-func jitter(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-}
-
 // errorf is fmt.Errorf, named for the step that failed.
 func errorf(step string, err error) error { return fmt.Errorf("%s: %w", step, err) }
 
 // checkTable checks the server (stream mode) and the outbox table, retrying while the
 // database is unreachable.
 func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
-	delay := r.cfg.ReconnectMin
+	retry := backoff.New(r.cfg.ReconnectMin, r.cfg.ReconnectMax)
 	for {
 		conn, err := pool.Acquire(ctx)
 		if err == nil {
@@ -358,13 +333,11 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 		if err == nil || permanent(err) || ctx.Err() != nil {
 			return err
 		}
-		r.log.Error("cannot reach postgresql; retrying", "err", err, "retry_in", delay.String())
-		select {
-		case <-time.After(jitter(delay)):
-		case <-ctx.Done():
+		wait := retry.Next()
+		r.log.Error("cannot reach postgresql; retrying", "err", err, "retry_in", wait.Round(time.Millisecond).String())
+		if !backoff.Sleep(ctx, wait) {
 			return nil
 		}
-		delay = min(2*delay, r.cfg.ReconnectMax)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
-	"github.com/walrelay/walrelay/relay"
 )
 
 // A clean run delivers every committed event exactly once, with the documented
@@ -210,7 +209,7 @@ func TestConfirmWaitsForBroker(t *testing.T) {
 	conn := testenv.Connect(t, dbURL)
 	// A window smaller than the stuck events: reading pauses, status updates must not.
 	start(t, testenv.WithParams(dbURL, map[string]string{"wal_sender_timeout": "1500ms"}), broker, "confirm",
-		func(c *relay.Config) { c.MaxInFlightEvents = 30 })
+		func(c *config) { c.MaxInFlightEvents = 30 })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	aggs := aggregates("cf", 10)
 

@@ -22,7 +22,7 @@ import (
 	"github.com/walrelay/walrelay/relay"
 )
 
-func fastRetries(c *relay.Config) {
+func fastRetries(c *config) {
 	c.Retry = poller.Policy{MaxAttempts: 3, BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
 	c.PollInterval = 50 * time.Millisecond
 }
@@ -91,7 +91,7 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 
 	// The operator raises the producer's limit and retries the dead letter.
 	rn.stop()
-	start(t, dbURL, broker, "poison", fastRetries, func(c *relay.Config) { c.MaxMessageBytes = 3_000_000 })
+	start(t, dbURL, broker, "poison", fastRetries, func(c *config) { c.Sinks.Kafka.MaxMessageBytes = 3_000_000 })
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestBrokerOutageHandsNothingOver(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
-	start(t, dbURL, broker, "outage", fastRetries, func(c *relay.Config) { c.EventTimeout = time.Second })
+	start(t, dbURL, broker, "outage", fastRetries, func(c *config) { c.Sinks.Kafka.EventTimeout = time.Second })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	aggs := aggregates("out", 30)
 
@@ -174,7 +174,7 @@ func TestPollModeConcurrentPollers(t *testing.T) {
 	}
 	broker := testenv.Kafka(t)
 	for i := 0; i < 4; i++ {
-		start(t, dbURL, broker, "unused", func(c *relay.Config) {
+		start(t, dbURL, broker, "unused", func(c *config) {
 			c.Mode = relay.ModePoll
 			c.PollBatchSize = 50
 			c.PollInterval = 200 * time.Millisecond
@@ -266,7 +266,7 @@ func TestUnmappableRowIsDeadLettered(t *testing.T) {
 			if tc.beforeStart {
 				badID = writeBad()
 			}
-			start(t, dbURL, broker, "unmappable_"+tc.name, func(c *relay.Config) {
+			start(t, dbURL, broker, "unmappable_"+tc.name, func(c *config) {
 				c.Mode = tc.mode
 				c.PollInterval = 100 * time.Millisecond
 			})
@@ -298,7 +298,7 @@ func TestExactlyOncePoisonEvent(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
 	conn := testenv.Connect(t, dbURL)
-	start(t, dbURL, broker, "eo_poison", fastRetries, func(c *relay.Config) { c.Delivery = relay.ExactlyOnce })
+	start(t, dbURL, broker, "eo_poison", fastRetries, func(c *config) { c.Delivery = relay.ExactlyOnce })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	ctx := context.Background()
 

@@ -25,7 +25,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
 
@@ -43,8 +42,8 @@ func TestKafkaSASL(t *testing.T) {
 			conn := testenv.Connect(t, dbURL)
 			slot := "sasl_" + strings.ToLower(strings.ReplaceAll(mech, "-", "_"))
 
-			wrong := start(t, dbURL, broker, slot, func(c *relay.Config) {
-				c.KafkaSecurity = kafka.Security{SASLMechanism: mech, SASLUser: "relay", SASLPassword: "not-" + kafkaSecret}
+			wrong := start(t, dbURL, broker, slot, func(c *config) {
+				c.Sinks.Kafka.Security = kafka.Security{SASLMechanism: mech, SASLUser: "relay", SASLPassword: "not-" + kafkaSecret}
 			})
 			if !wrong.waitLog(30*time.Second, "broker unreachable") {
 				t.Fatal("a wrong SASL password was not reported")
@@ -52,8 +51,8 @@ func TestKafkaSASL(t *testing.T) {
 			wrong.stop()
 			assertNoSecrets(t, wrong.logs.String())
 
-			rn := start(t, dbURL, broker, slot, func(c *relay.Config) {
-				c.KafkaSecurity = kafka.Security{SASLMechanism: mech, SASLUser: "relay", SASLPassword: kafkaSecret}
+			rn := start(t, dbURL, broker, slot, func(c *config) {
+				c.Sinks.Kafka.Security = kafka.Security{SASLMechanism: mech, SASLUser: "relay", SASLPassword: kafkaSecret}
 			})
 			consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.SASL(mechanism(mech)))
 			written := testenv.WriteTx(t, conn, []string{"s"}, "secure", 20, false)
@@ -85,8 +84,8 @@ func TestKafkaTLS(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t, kfake.TLS(serverTLS))
 	conn := testenv.Connect(t, dbURL)
-	start(t, dbURL, broker, "tls", func(c *relay.Config) {
-		c.KafkaSecurity = kafka.Security{TLS: true, CAFile: caFile}
+	start(t, dbURL, broker, "tls", func(c *config) {
+		c.Sinks.Kafka.Security = kafka.Security{TLS: true, CAFile: caFile}
 	})
 	pool := x509.NewCertPool()
 	caPEM, _ := os.ReadFile(caFile)

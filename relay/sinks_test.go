@@ -19,7 +19,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink/sinks"
 )
 
 // Each built-in sink, selected by SinkKind, carries events to its real server: rows
@@ -28,9 +28,9 @@ import (
 func TestBuiltInSinks(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		kind relay.SinkKind
+		kind sinks.Kind
 		addr string
-	}{{relay.SinkNATS, "127.0.0.1:4222"}, {relay.SinkRabbitMQ, "127.0.0.1:5672"}, {relay.SinkRedis, "127.0.0.1:6379"}} {
+	}{{sinks.NATS, "127.0.0.1:4222"}, {sinks.RabbitMQ, "127.0.0.1:5672"}, {sinks.Redis, "127.0.0.1:6379"}} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			t.Parallel()
 			if c, err := net.DialTimeout("tcp", tc.addr, 2*time.Second); err != nil {
@@ -46,14 +46,14 @@ func TestBuiltInSinks(t *testing.T) {
 			suffix := fmt.Sprintf("%s_%d", tc.kind, rand.Int64())
 			t.Cleanup(func() { cleanupBroker(t, tc.kind, suffix) })
 			reg := prometheus.NewRegistry()
-			startWithBrokers(t, dbURL, nil, "builtin_"+string(tc.kind), func(c *relay.Config) {
-				c.SinkKind = tc.kind
+			startWithBrokers(t, dbURL, nil, "builtin_"+string(tc.kind), func(c *config) {
+				c.Sinks.Kind = tc.kind
 				c.Registry = reg
-				c.TopicTemplate = "walrelaytest." + suffix + ".{aggregate_type}"
-				c.NATS.Stream = "WALRELAYTEST_" + strings.ToUpper(suffix)
-				c.RabbitMQ.ExchangeTemplate = "walrelaytest." + suffix
-				c.RabbitMQ.DeclareExchange = true
-				c.RabbitMQ.Mandatory = false // no queue bound: acks still prove the broker took them
+				c.Sinks.TopicTemplate = "walrelaytest." + suffix + ".{aggregate_type}"
+				c.Sinks.NATS.Stream = "WALRELAYTEST_" + strings.ToUpper(suffix)
+				c.Sinks.RabbitMQ.ExchangeTemplate = "walrelaytest." + suffix
+				c.Sinks.RabbitMQ.DeclareExchange = true
+				c.Sinks.RabbitMQ.Mandatory = false // no queue bound: acks still prove the broker took them
 			})
 			var n int
 			for i := 0; i < 5; i++ {
@@ -80,11 +80,11 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Col
 }
 
 // cleanupBroker removes what the test left on the shared servers.
-func cleanupBroker(t *testing.T, kind relay.SinkKind, suffix string) {
+func cleanupBroker(t *testing.T, kind sinks.Kind, suffix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	switch kind {
-	case relay.SinkNATS:
+	case sinks.NATS:
 		nc, err := natsgo.Connect("nats://127.0.0.1:4222")
 		if err != nil {
 			t.Logf("cleanup: %v", err)
@@ -98,7 +98,7 @@ func cleanupBroker(t *testing.T, kind relay.SinkKind, suffix string) {
 		if err != nil {
 			t.Logf("cleanup: %v", err)
 		}
-	case relay.SinkRabbitMQ:
+	case sinks.RabbitMQ:
 		c, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
 		if err != nil {
 			t.Logf("cleanup: %v", err)
@@ -112,7 +112,7 @@ func cleanupBroker(t *testing.T, kind relay.SinkKind, suffix string) {
 		if err != nil {
 			t.Logf("cleanup: %v", err)
 		}
-	case relay.SinkRedis:
+	case sinks.Redis:
 		rc := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
 		defer rc.Close()
 		for _, pattern := range []string{"walrelaytest." + suffix + ".*", "walrelay:dedup:walrelaytest." + suffix + ".*"} {

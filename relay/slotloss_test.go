@@ -13,7 +13,6 @@ import (
 	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
-	"github.com/walrelay/walrelay/relay"
 )
 
 // A slot invalidated by max_slot_wal_keep_size while the relay is down is detected,
@@ -72,7 +71,7 @@ func TestLostSlotIsReplaced(t *testing.T) {
 	})
 
 	reg := prometheus.NewRegistry()
-	rn = start(t, dbURL, broker, "lossy", func(c *relay.Config) { c.Registry = reg })
+	rn = start(t, dbURL, broker, "lossy", func(c *config) { c.Registry = reg })
 	if !consumer.WaitDistinct(time.Minute, len(before)+len(during)) {
 		t.Fatalf("after the slot was replaced: %d of %d delivered", consumer.Distinct(), len(before)+len(during))
 	}
@@ -104,7 +103,7 @@ func TestLostSlotIsReplaced(t *testing.T) {
 	rn.stop()
 
 	// With --on-publish none the table cannot close the gap: the log must say so.
-	rn = start(t, dbURL, broker, "lossy", func(c *relay.Config) { c.OnPublish = poller.None })
+	rn = start(t, dbURL, broker, "lossy", func(c *config) { c.OnPublish = poller.None })
 	if !rn.waitLog(30*time.Second, "streaming") {
 		t.Fatal("the relay did not stream in none mode")
 	}

@@ -83,7 +83,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 			st.LagBytes, time.Since(*st.LastConfirm).Round(time.Second)))
 	}
 
-	err = conn.QueryRow(ctx, "SELECT replaced_at, replaced_reason FROM walrelay_slots WHERE slot_name = $1", cfg.Slot).
+	err = conn.QueryRow(ctx, "SELECT replaced_at, coalesce(replaced_reason, '') FROM walrelay_slots WHERE slot_name = $1", cfg.Slot).
 		Scan(&st.SlotReplacedAt, &st.SlotReplacedReason)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, errorf("read walrelay_slots (run walrelay migrate?)", err)

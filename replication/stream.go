@@ -148,9 +148,9 @@ func (s *stream) run(ctx context.Context) error {
 			}
 			want = s.batch.deadline(clock, nextStatus)
 		}
-		if room := s.wm.window.Room(); room != nil {
+		if s.wm.window.Full() {
 			s.warnIfStuck()
-			s.waitRoom(live, room, nextStatus)
+			s.wm.window.Wait(live, nextStatus)
 			sinceClock = clockEvery
 			continue
 		}
@@ -192,17 +192,6 @@ func (s *stream) warnIfStuck() {
 		"Check that the brokers are up and reachable",
 		"since", s.fullSince.UTC().Format(time.RFC3339), "events_in_flight", events, "bytes_in_flight", bytes,
 		"confirmed_lsn", s.sent.String())
-}
-
-func (s *stream) waitRoom(ctx context.Context, room <-chan struct{}, until time.Time) {
-	timer := time.NewTimer(time.Until(until))
-	defer timer.Stop()
-	defer s.wm.window.Wake()
-	select {
-	case <-room:
-	case <-timer.C:
-	case <-ctx.Done():
-	}
 }
 
 func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error {

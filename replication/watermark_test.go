@@ -1,8 +1,10 @@
 package replication_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 
@@ -86,29 +88,27 @@ func TestWindowBoundsCountAndBytes(t *testing.T) {
 	window := replication.NewWindow(2, 100)
 	w := replication.NewWatermark(window, 0)
 	w.Begin()
-	if window.Room() != nil {
+	if window.Full() {
 		t.Fatal("empty window reports full")
 	}
 	big := w.Track(500) // larger than the byte bound: passes alone
-	if window.Room() == nil {
+	if !window.Full() {
 		t.Fatal("window over its byte bound reports room")
 	}
 	big.Done(500, nil)
-	window.Wake()
 	a := w.Track(1)
 	w.Track(1)
-	room := window.Room()
-	if room == nil {
+	if !window.Full() {
 		t.Fatal("window at its count bound reports room")
 	}
-	a.Done(1, nil)
-	select {
-	case <-room:
-	default:
-		t.Fatal("settling an event did not signal room")
+	if window.Wait(context.Background(), time.Now().Add(10*time.Millisecond)) {
+		t.Fatal("Wait on a full window reported room with nothing settled")
 	}
-	window.Wake()
-	if window.Room() != nil {
+	go a.Done(1, nil)
+	if !window.Wait(context.Background(), time.Now().Add(time.Minute)) {
+		t.Fatal("settling an event did not end the wait with room")
+	}
+	if window.Full() {
 		t.Fatal("window below its bounds reports full")
 	}
 }

@@ -1,6 +1,10 @@
 package replication
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
 
 // Window bounds the events handed to the broker and not yet settled, by count and by
 // bytes (docs/design.md invariant 4). It outlives replication sessions: events still in the
@@ -50,16 +54,30 @@ func (w *Window) release(size int) {
 	}
 }
 
-// Room returns a channel that receives when an event settles, or nil when the
-// window is not full. The caller selects on it together with its own deadlines.
-func (w *Window) Room() <-chan struct{} {
-	w.waiting.Store(true)
+// Wait returns once an event settles and the window has room, when until passes,
+// or when ctx ends, and reports whether there is room. The stream calls it while the
+// window is Full, with until at its next status update.
+func (w *Window) Wait(ctx context.Context, until time.Time) bool {
 	if !w.Full() {
-		w.waiting.Store(false)
-		return nil
+		return true
 	}
-	return w.room
+	w.waiting.Store(true)
+	defer w.waiting.Store(false)
+	if !w.Full() { // a release between the check and the flag sent nothing
+		return true
+	}
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	for {
+		select {
+		case <-w.room:
+			if !w.Full() {
+				return true
+			}
+		case <-timer.C:
+			return !w.Full()
+		case <-ctx.Done():
+			return !w.Full()
+		}
+	}
 }
-
-// Wake ends a wait started by Room.
-func (w *Window) Wake() { w.waiting.Store(false) }

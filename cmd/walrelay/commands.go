@@ -26,8 +26,17 @@ func runCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s.relay.Logger = logger
-			r, err := relay.New(s.relay)
+			cfg, err := s.relayConfig(cmd.Context(), logger)
+			if cfg.Sink != nil {
+				defer cfg.Sink.Close()
+			}
+			if err != nil {
+				if cmd.Context().Err() != nil {
+					return nil // stopped before the broker could be reached
+				}
+				return err
+			}
+			r, err := relay.New(cfg)
 			if err != nil {
 				return err
 			}

@@ -268,19 +268,7 @@ func (p *proc) stop(timeout time.Duration) time.Duration {
 	return time.Since(began)
 }
 
-// poll checks cond every 25ms until it holds or timeout passes.
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(25 * time.Millisecond) // polling a condition with a deadline
-	}
-}
+var poll = testenv.Eventually
 
 // waitStreaming waits until p streams slot: the slot exists, its catch-up pass is done
 // and a walsender holds it.

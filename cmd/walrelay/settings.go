@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink/sinks"
 )
 
 // setting is one configuration value, known by the same name everywhere: --NAME on
@@ -29,49 +32,50 @@ type setting struct {
 // settings holds what the subcommands configure and how each value is parsed.
 type settings struct {
 	relay     relay.Config
+	sinks     sinks.Config
 	logLevel  string
 	logFormat string
 	all       []setting
 }
 
 func newSettings() *settings {
-	s := &settings{relay: relay.DefaultConfig(), logLevel: "info", logFormat: "json"}
+	s := &settings{relay: relay.DefaultConfig(), sinks: sinks.DefaultConfig(), logLevel: "info", logFormat: "json"}
 	s.relay.MetricsAddr = "127.0.0.1:9731" // loopback: exposing metrics is the operator's choice
-	c := &s.relay
+	c, b := &s.relay, &s.sinks
 	s.all = []setting{
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
-		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq or redis (streams)", def: string(c.SinkKind),
-			set: func(v string) error { c.SinkKind = relay.SinkKind(v); return nil }},
+		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq or redis (streams)", def: string(b.Kind),
+			set: func(v string) error { b.Kind = sinks.Kind(v); return nil }},
 		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port",
-			set: func(v string) error { c.KafkaBrokers = splitList(v); return nil }},
+			set: func(v string) error { b.Kafka.Brokers = splitList(v); return nil }},
 		{name: "kafka-tls", usage: "connect to Kafka over TLS", def: "false", boolean: true,
-			set: func(v string) error { return parseBool(v, &c.KafkaSecurity.TLS) }},
-		str("kafka-tls-ca-file", "PEM file of the CA that signed the brokers' certificates (default: system roots)", &c.KafkaSecurity.CAFile),
-		str("kafka-tls-cert-file", "PEM client certificate, for brokers that require one", &c.KafkaSecurity.CertFile),
-		str("kafka-tls-key-file", "PEM key of the client certificate", &c.KafkaSecurity.KeyFile),
-		str("kafka-sasl-mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)", &c.KafkaSecurity.SASLMechanism),
-		str("kafka-sasl-user", "SASL user", &c.KafkaSecurity.SASLUser),
+			set: func(v string) error { return parseBool(v, &b.Kafka.Security.TLS) }},
+		str("kafka-tls-ca-file", "PEM file of the CA that signed the brokers' certificates (default: system roots)", &b.Kafka.Security.CAFile),
+		str("kafka-tls-cert-file", "PEM client certificate, for brokers that require one", &b.Kafka.Security.CertFile),
+		str("kafka-tls-key-file", "PEM key of the client certificate", &b.Kafka.Security.KeyFile),
+		str("kafka-sasl-mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)", &b.Kafka.Security.SASLMechanism),
+		str("kafka-sasl-user", "SASL user", &b.Kafka.Security.SASLUser),
 		{name: "kafka-sasl-password", usage: "SASL password (prefer the environment or the file over a flag)",
-			set: func(v string) error { c.KafkaSecurity.SASLPassword = v; return nil }},
-		str("nats-url", "NATS server(s) (--sink nats)", &c.NATS.URL),
-		str("nats-stream", "JetStream stream that captures the subjects (--topic-template)", &c.NATS.Stream),
-		{name: "nats-create-stream", usage: "create the stream when missing", def: strconv.FormatBool(c.NATS.CreateStream), boolean: true,
-			set: func(v string) error { return parseBool(v, &c.NATS.CreateStream) }},
-		str("rabbitmq-url", "AMQP URL (--sink rabbitmq)", &c.RabbitMQ.URL),
-		str("rabbitmq-exchange-template", "exchange; {aggregate_type} and {event_type} are replaced", &c.RabbitMQ.ExchangeTemplate),
-		str("rabbitmq-routing-key-template", "routing key; {aggregate_type} and {event_type} are replaced", &c.RabbitMQ.RoutingKeyTemplate),
+			set: func(v string) error { b.Kafka.Security.SASLPassword = v; return nil }},
+		str("nats-url", "NATS server(s) (--sink nats)", &b.NATS.URL),
+		str("nats-stream", "JetStream stream that captures the subjects (--topic-template)", &b.NATS.Stream),
+		{name: "nats-create-stream", usage: "create the stream when missing", def: strconv.FormatBool(b.NATS.CreateStream), boolean: true,
+			set: func(v string) error { return parseBool(v, &b.NATS.CreateStream) }},
+		str("rabbitmq-url", "AMQP URL (--sink rabbitmq)", &b.RabbitMQ.URL),
+		str("rabbitmq-exchange-template", "exchange; {aggregate_type} and {event_type} are replaced", &b.RabbitMQ.ExchangeTemplate),
+		str("rabbitmq-routing-key-template", "routing key; {aggregate_type} and {event_type} are replaced", &b.RabbitMQ.RoutingKeyTemplate),
 		{name: "rabbitmq-declare-exchange", usage: "declare exchanges as durable topic exchanges when first used", def: "false", boolean: true,
-			set: func(v string) error { return parseBool(v, &c.RabbitMQ.DeclareExchange) }},
-		str("redis-url", "Redis URL (--sink redis); streams are named by --topic-template", &c.Redis.URL),
+			set: func(v string) error { return parseBool(v, &b.RabbitMQ.DeclareExchange) }},
+		str("redis-url", "Redis URL (--sink redis); streams are named by --topic-template", &b.Redis.URL),
 		{name: "redis-max-len", usage: "trim each stream to about this many entries (0: keep all)", def: "0",
-			set: func(v string) error { return parseInto(v, &c.Redis.MaxLen) }},
-		dur("redis-dedup-window", "how long an event id is remembered per stream to drop redeliveries", &c.Redis.DedupWindow),
+			set: func(v string) error { return parseInto(v, &b.Redis.MaxLen) }},
+		dur("redis-dedup-window", "how long an event id is remembered per stream to drop redeliveries", &b.Redis.DedupWindow),
 		str("table", "outbox table, optionally schema-qualified", &c.Table),
 		str("slot", "logical replication slot name", &c.Slot),
 		str("publication", "publication name (created for the table when missing)", &c.Publication),
 		{name: "slot-failover", usage: "create the slot as a failover slot, so a promoted standby has it (PostgreSQL 17+)",
 			def: strconv.FormatBool(c.SlotFailover), boolean: true, set: func(v string) error { return parseBool(v, &c.SlotFailover) }},
-		str("topic-template", "Kafka topic; {aggregate_type} and {event_type} are replaced", &c.TopicTemplate),
+		str("topic-template", "Kafka topic; {aggregate_type} and {event_type} are replaced", &b.TopicTemplate),
 		dur("status-interval", "how soon acked events are confirmed to PostgreSQL", &c.StatusInterval),
 		dur("keepalive-interval", "longest gap between status updates (lowered to wal_sender_timeout/3)", &c.KeepaliveInterval),
 		dur("shutdown-timeout", "how long a stop waits for in-flight acks", &c.ShutdownTimeout),
@@ -80,7 +84,7 @@ func newSettings() *settings {
 			set: func(v string) error { return parseInto(v, &c.MaxInFlightBytes) }},
 		{name: "delivery", usage: "at-least-once, or exactly-once (Kafka transactions; read_committed consumers see each event once)",
 			def: string(c.Delivery), set: func(v string) error { c.Delivery = relay.Delivery(v); return nil }},
-		str("progress-topic", "compacted Kafka topic where exactly-once delivery keeps the stream position", &c.ProgressTopic),
+		str("progress-topic", "compacted Kafka topic where exactly-once delivery keeps the stream position", &b.Kafka.ProgressTopic),
 		{name: "mode", usage: "stream (logical replication) or poll (FOR UPDATE SKIP LOCKED, no replication needed)",
 			def: string(c.Mode), set: func(v string) error { c.Mode = relay.Mode(v); return nil }},
 		{name: "on-publish", usage: "after an ack: mark (set processed_at), delete, or none (the application deletes rows)",
@@ -88,9 +92,9 @@ func newSettings() *settings {
 		num("max-attempts", "failed publishes before a row is a dead letter", &c.Retry.MaxAttempts),
 		dur("retry-backoff-min", "first wait before retrying a failed event (doubles each attempt)", &c.Retry.BackoffMin),
 		dur("retry-backoff-max", "longest wait between retries", &c.Retry.BackoffMax),
-		dur("event-timeout", "how long an event may fail with retriable errors before the session restarts (0: never)", &c.EventTimeout),
-		num("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &c.MaxMessageBytes),
-		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &c.KafkaCompression),
+		dur("event-timeout", "how long an event may fail with retriable errors before the session restarts (0: never)", &b.Kafka.EventTimeout),
+		num("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),
+		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long processed rows are kept (0: forever)", &c.Retention),
@@ -274,4 +278,25 @@ func (s *settings) logger() (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format: want json or text, got %q", s.logFormat)
 	}
+}
+
+// relayConfig checks every setting, then builds the sink and returns the relay's
+// configuration with it; the caller closes the sink after the relay stops.
+func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.Config, error) {
+	cfg := s.relay
+	cfg.Logger = logger
+	if s.sinks.Kafka.EventTimeout > 0 {
+		cfg.PublishTimeout = s.sinks.Kafka.EventTimeout + 10*time.Second
+	}
+	var eoSink error
+	if cfg.Delivery == relay.ExactlyOnce && s.sinks.Kind != sinks.Kafka {
+		eoSink = fmt.Errorf("delivery exactly-once needs --sink kafka, not %s", s.sinks.Kind)
+	}
+	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink); err != nil {
+		return cfg, err
+	}
+	snk, err := sinks.Open(ctx, s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
+		PollBatch: cfg.PollBatchSize}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
+	cfg.Sink = snk
+	return cfg, err
 }

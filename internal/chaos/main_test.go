@@ -424,19 +424,7 @@ func (a *admin) slotState(ctx context.Context, slot string) (confirmed pglogrepl
 	return confirmed, streaming, err
 }
 
-// poll checks cond every 50ms until it holds or timeout passes.
-func poll(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
-	}
-}
+var poll = testenv.Eventually
 
 // waitStreaming waits until the relay streams the slot.
 func waitStreaming(t *testing.T, db *admin, slot string, relay *relayRuns, timeout time.Duration) {

@@ -22,6 +22,7 @@ import (
 	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink/kafka"
 )
 
 // Options of a demo run.
@@ -79,9 +80,14 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Verbose {
 		level = slog.LevelInfo
 	}
+	snk, err := kafka.New(kafka.Config{Brokers: broker.ListenAddrs()})
+	if err != nil {
+		return err
+	}
+	defer snk.Close()
 	cfg := relay.DefaultConfig()
 	cfg.DatabaseURL = dbURL
-	cfg.KafkaBrokers = broker.ListenAddrs()
+	cfg.Sink = snk
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	r, err := relay.New(cfg)
 	if err != nil {

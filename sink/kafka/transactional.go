@@ -18,59 +18,32 @@ import (
 	"github.com/walrelay/walrelay/sink"
 )
 
-// Position is how far a slot's events are committed to Kafka: every event of every
-// transaction whose commit LSN is below LSN, and the first Events events of the
-// transaction at LSN (Events < 0: all of them). Origin names the WAL history the LSN
-// belongs to; the caller decides whether it is its own.
-type Position struct {
-	LSN    pglogrepl.LSN
-	Events int
-	Origin string
-}
-
-// Covers reports whether event index idx of the transaction committing at lsn is
-// committed at or before p.
-func (p Position) Covers(lsn pglogrepl.LSN, idx int) bool {
-	return lsn < p.LSN || lsn == p.LSN && (p.Events < 0 || idx < p.Events)
-}
-
-func (p Position) String() string {
-	s := p.LSN.String() + "/" + strconv.Itoa(p.Events)
-	if p.Events < 0 {
-		s = p.LSN.String() + "/all"
-	}
-	if p.Origin != "" {
-		s += " " + p.Origin
-	}
-	return s
-}
-
 // parsePosition reads "LSN/events origin"; records written before positions had an
 // origin have none.
-func parsePosition(s string) (Position, error) {
+func parsePosition(s string) (sink.Position, error) {
 	s, origin, _ := strings.Cut(s, " ")
 	pos, err := parseLSNEvents(s)
 	pos.Origin = origin
 	return pos, err
 }
 
-func parseLSNEvents(s string) (Position, error) {
+func parseLSNEvents(s string) (sink.Position, error) {
 	i := strings.LastIndexByte(s, '/')
 	if i < 0 {
-		return Position{}, fmt.Errorf("progress record %q: want LSN/events", s)
+		return sink.Position{}, fmt.Errorf("progress record %q: want LSN/events", s)
 	}
 	lsn, err := pglogrepl.ParseLSN(s[:i])
 	if err != nil {
-		return Position{}, fmt.Errorf("progress record %q: %w", s, err)
+		return sink.Position{}, fmt.Errorf("progress record %q: %w", s, err)
 	}
 	if s[i+1:] == "all" {
-		return Position{LSN: lsn, Events: -1}, nil
+		return sink.Position{LSN: lsn, Events: -1}, nil
 	}
 	n, err := strconv.Atoi(s[i+1:])
 	if err != nil || n < 0 {
-		return Position{}, fmt.Errorf("progress record %q: bad event count", s)
+		return sink.Position{}, fmt.Errorf("progress record %q: bad event count", s)
 	}
-	return Position{LSN: lsn, Events: n}, nil
+	return sink.Position{LSN: lsn, Events: n}, nil
 }
 
 // Transactional produces events in Kafka transactions, each ending with a record of
@@ -81,6 +54,7 @@ func parseLSNEvents(s string) (Position, error) {
 // open and fences it out.
 type Transactional struct {
 	client   *kgo.Client
+	cfg      Config
 	topic    sink.Template
 	topics   topicCache
 	progress string
@@ -94,43 +68,24 @@ type Transactional struct {
 	poison map[string]error // event id -> error, for records that failed on their own
 }
 
-// NewTransactional connects a transactional producer. id names the stream (its
-// cluster, database and slot) so that two streams never share a transactional id nor
-// a progress record: it is the record's key, and the transactional id with a
-// "walrelay-" prefix.
-func NewTransactional(cfg Config, id, progressTopic string) (*Transactional, error) {
+// newTransactional connects a transactional producer with the sink's options. id
+// names the stream (its cluster, database and slot) so that two streams never share
+// a transactional id nor a progress record: it is the record's key, and the
+// transactional id with a "walrelay-" prefix.
+func newTransactional(cfg Config, id string) (*Transactional, error) {
 	tmpl, err := sink.ParseTemplate(cfg.TopicTemplate)
 	if err != nil {
 		return nil, err
 	}
-	comp, err := compression(cfg.Compression)
+	opts, err := clientOpts(cfg)
 	if err != nil {
 		return nil, err
 	}
-	secOpts, err := cfg.Security.Opts()
-	if err != nil {
-		return nil, err
-	}
-	opts := append([]kgo.Opt{
-		comp,
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.TransactionalID("walrelay-" + id),
-		kgo.TransactionTimeout(time.Minute),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.AllowAutoTopicCreation(),
-		kgo.ClientID("walrelay"),
-	}, secOpts...)
-	if cfg.MaxMessageBytes > 0 {
-		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)))
-	}
-	if cfg.MaxBufferedEvents > 0 {
-		opts = append(opts, kgo.MaxBufferedRecords(cfg.MaxBufferedEvents))
-	}
-	client, err := kgo.NewClient(append(opts, cfg.Opts...)...)
+	client, err := kgo.NewClient(append(opts, kgo.TransactionalID("walrelay-"+id), kgo.TransactionTimeout(time.Minute))...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka transactional client: %w", err)
 	}
-	t := &Transactional{client: client, topic: tmpl, progress: progressTopic, key: []byte(id)}
+	t := &Transactional{client: client, cfg: cfg, topic: tmpl, progress: cfg.ProgressTopic, key: []byte(id)}
 	t.promiseFn = t.promise
 	return t, nil
 }
@@ -146,9 +101,9 @@ func (t *Transactional) Close() {
 	t.client.Close()
 }
 
-// EnsureProgressTopic creates the compacted, single-partition progress topic when
+// ensureProgressTopic creates the compacted, single-partition progress topic when
 // it does not exist.
-func (t *Transactional) EnsureProgressTopic(ctx context.Context) error {
+func (t *Transactional) ensureProgressTopic(ctx context.Context) error {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	topic := kmsg.NewCreateTopicsRequestTopic()
 	topic.Topic = t.progress
@@ -172,10 +127,15 @@ func (t *Transactional) EnsureProgressTopic(ctx context.Context) error {
 	return nil
 }
 
-// ReadProgress reads the stream's last committed position from the progress topic,
+// readProgress reads the stream's last committed position from the progress topic,
 // seeing only committed transactions. ok is false when there is none.
-func (t *Transactional) ReadProgress(ctx context.Context, seeds []string, opts ...kgo.Opt) (pos Position, ok bool, err error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...),
+func (t *Transactional) readProgress(ctx context.Context) (pos sink.Position, ok bool, err error) {
+	secOpts, err := t.cfg.Security.Opts()
+	if err != nil {
+		return pos, false, err
+	}
+	opts := append(secOpts, t.cfg.Opts...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(t.cfg.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t.progress: {0: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200 * time.Millisecond),
 		// Transaction markers occupy the partition's last offsets: keeping them is how
@@ -279,12 +239,9 @@ func (t *Transactional) Poisoned() map[string]error {
 	return t.poison
 }
 
-// InTransaction reports whether events were produced since the last commit.
-func (t *Transactional) InTransaction() bool { return t.inTxn }
-
 // Commit writes pos to the progress topic in the open transaction and commits it.
 // After an error the Transactional is unusable: close it and start a new session.
-func (t *Transactional) Commit(ctx context.Context, pos Position) error {
+func (t *Transactional) Commit(ctx context.Context, pos sink.Position) error {
 	if !t.inTxn {
 		return nil
 	}
@@ -305,10 +262,10 @@ func (t *Transactional) Commit(ctx context.Context, pos Position) error {
 	return nil
 }
 
-// Fence initialises the producer id with an empty, aborted transaction: the epoch
+// fence initialises the producer id with an empty, aborted transaction: the epoch
 // bump aborts what an earlier producer of the same transactional id left open and
 // makes any zombie of it fail, before the progress is read.
-func (t *Transactional) Fence(ctx context.Context) error {
+func (t *Transactional) fence(ctx context.Context) error {
 	if err := t.client.BeginTransaction(); err != nil {
 		return fmt.Errorf("fence: begin kafka transaction: %w", err)
 	}
@@ -323,4 +280,28 @@ func (t *Transactional) Fence(ctx context.Context) error {
 	t.err = nil // the fence record's outcome does not matter
 	t.mu.Unlock()
 	return nil
+}
+
+// OpenStream opens a transactional producer for the stream named id: it makes sure
+// the progress topic exists, fences earlier producers of the stream, then reads the
+// position they committed. See sink.Transactional.
+func (s *Sink) OpenStream(ctx context.Context, id string) (sink.StreamProducer, sink.Position, bool, error) {
+	t, err := newTransactional(s.cfg, id)
+	if err != nil {
+		return nil, sink.Position{}, false, err
+	}
+	err = t.ensureProgressTopic(ctx)
+	if err == nil {
+		err = t.fence(ctx)
+	}
+	var pos sink.Position
+	var ok bool
+	if err == nil {
+		pos, ok, err = t.readProgress(ctx)
+	}
+	if err != nil {
+		t.Close()
+		return nil, sink.Position{}, false, err
+	}
+	return t, pos, ok, nil
 }

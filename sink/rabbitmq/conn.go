@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -109,12 +109,7 @@ func (s *Sink) openChannel(conn *amqp.Connection) (*channelState, error) {
 // reconnects with capped, jittered exponential backoff.
 func (s *Sink) run(l *link, cs *channelState) {
 	defer close(s.runDone)
-	delay := s.cfg.ReconnectMin
-	backoff := func() time.Duration {
-		wait := delay/2 + rand.N(delay/2+1)
-		delay = min(2*delay, s.cfg.ReconnectMax)
-		return wait
-	}
+	retry := backoff.New(s.cfg.ReconnectMin, s.cfg.ReconnectMax)
 	var wait time.Duration
 	for {
 		if l != nil {
@@ -133,9 +128,9 @@ func (s *Sink) run(l *link, cs *channelState) {
 				return
 			}
 			if progress || time.Since(up) > s.cfg.ReconnectMax {
-				delay = s.cfg.ReconnectMin
+				retry.Reset()
 			}
-			wait = backoff()
+			wait = retry.Next()
 			s.log.Warn("rabbitmq connection lost; reconnecting, events without a confirm will be published again",
 				"addr", s.addr, "err", err, "waiting", waiting, "retry_in", wait.Round(time.Millisecond).String())
 		}
@@ -160,7 +155,7 @@ func (s *Sink) run(l *link, cs *channelState) {
 		if err != nil {
 			s.mu.lastErr = err
 			s.mu.Unlock()
-			wait = backoff()
+			wait = retry.Next()
 			s.log.Warn("rabbitmq still unreachable", "err", err, "retry_in", wait.Round(time.Millisecond).String())
 			l = nil
 			continue

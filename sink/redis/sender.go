@@ -3,9 +3,9 @@ package redis
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -77,7 +77,7 @@ func (s *Sink) collect(ctx context.Context) []*item {
 // are retried with capped backoff for as long as it takes, or until Close.
 func (s *Sink) deliver(ctx context.Context, batch []*item) {
 	pending := batch
-	backoff := retryMin
+	delays := backoff.New(retryMin, retryMax)
 	attempts := 0
 	var firstFailure, lastWarn time.Time
 	for len(pending) > 0 {
@@ -122,7 +122,7 @@ func (s *Sink) deliver(ctx context.Context, batch []*item) {
 			pending = pending[settled:]
 		}
 		if failed == nil {
-			backoff = retryMin
+			delays.Reset()
 			continue
 		}
 		attempts++
@@ -135,13 +135,9 @@ func (s *Sink) deliver(ctx context.Context, batch []*item) {
 			s.log.Warn("redis unavailable; retrying the batch, nothing is lost or reordered",
 				"err", failed, "events", len(pending), "failed_attempts", attempts, "failing_for", now.Sub(firstFailure).Round(time.Millisecond).String())
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(2*backoff, retryMax)
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, delays.Next()) {
 			s.settle(pending, ErrClosed)
 			return
-		case <-time.After(wait):
 		}
 	}
 	if attempts > 0 {

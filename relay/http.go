@@ -1,0 +1,65 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// serveHTTP serves /metrics, /healthz and /readyz until ctx ends.
+func (r *Relay) serveHTTP(ctx context.Context, ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(r.gatherer, promhttp.HandlerOpts{Registry: r.registerer}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		ready, why := r.Ready()
+		if !ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintln(w, why)
+	})
+	if r.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics server: %w", err)
+	}
+	return nil
+}
+
+// Ready reports whether the relay is connected and moving events, and why not.
+func (r *Relay) Ready() (bool, string) {
+	switch {
+	case r.stalled.Load():
+		return false, "stalled: slot lag grows while the confirmed LSN does not move"
+	case r.standby.Load():
+		return false, "standby: another instance streams slot " + r.cfg.Slot
+	case !r.active.Load():
+		if r.cfg.Mode == ModePoll {
+			return false, "not polling: the last poll failed or none ran yet"
+		}
+		return false, "not streaming: connecting to PostgreSQL or Kafka"
+	case r.cfg.Mode == ModePoll:
+		return true, "polling"
+	default:
+		return true, "streaming"
+	}
+}

@@ -1,0 +1,98 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/replication"
+)
+
+// pipeline is the one path from the stream's pgoutput messages to the broker, for
+// every delivery guarantee: it decodes each message, opens and commits transactions
+// in the watermark, and hands each event (or unmappable row) to the delivery, which
+// settles it (settle.go says what settled means).
+type pipeline struct {
+	dec *decoder.Decoder
+	msg decoder.Message
+	wm  *replication.Watermark
+	d   delivery
+	at  position // of the open transaction
+}
+
+// position is where an event sits in the stream: its transaction's commit LSN and
+// time, and its index among the transaction's outbox rows.
+type position struct {
+	lsn       pglogrepl.LSN
+	committed time.Time // zero in the catch-up pass
+	idx       int
+}
+
+// delivery takes the events of the stream's open transaction to the broker.
+type delivery interface {
+	// event publishes ev (or decides it needs no publishing) and settles it in txn.
+	event(ev outbox.Event, at position, txn *replication.Txn, size int) error
+	// unmappable dead-letters a row the decoder could not turn into an event.
+	unmappable(id string, reason error, at position, txn *replication.Txn)
+	// tick runs every status interval.
+	tick() error
+	// drain waits until what was handed to the broker settled, or ctx ends.
+	drain(ctx context.Context) error
+}
+
+func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
+	if err := p.dec.Decode(data, &p.msg); err != nil {
+		var rowErr *decoder.RowError
+		if errors.As(err, &rowErr) && rowErr.ID != "" {
+			p.d.unmappable(rowErr.ID, rowErr, p.at, p.wm.Track(0))
+			p.at.idx++
+			return nil
+		}
+		return err
+	}
+	switch p.msg.Kind {
+	case decoder.KindBegin:
+		p.wm.Begin()
+		p.at = position{lsn: p.msg.FinalLSN, committed: p.msg.CommitTime}
+	case decoder.KindInsert:
+		size := p.msg.Event.Size()
+		err := p.d.event(p.msg.Event, p.at, p.wm.Track(size), size)
+		p.at.idx++
+		return err
+	case decoder.KindCommit:
+		p.wm.Commit(p.msg.EndLSN)
+	}
+	// KindHandedOver: the poller's row (docs/design.md invariant 2), never streamed.
+	return nil
+}
+
+func (p *pipeline) Tick(context.Context) error { return p.d.tick() }
+
+func (p *pipeline) Drain(ctx context.Context) error { return p.d.drain(ctx) }
+
+// atLeastOnce publishes each event on its own; a crash repeats what was acked but
+// not yet confirmed.
+type atLeastOnce struct{ pub *publisher }
+
+func (a atLeastOnce) event(ev outbox.Event, at position, txn *replication.Txn, size int) error {
+	a.pub.publish(ev, at, txn, size)
+	return nil
+}
+
+func (a atLeastOnce) unmappable(id string, reason error, at position, txn *replication.Txn) {
+	a.pub.deadLetter(id, reason, at.lsn, txn)
+}
+
+func (atLeastOnce) tick() error { return nil }
+
+// drain waits for the broker's acks, then for their bookkeeping.
+func (a atLeastOnce) drain(ctx context.Context) error {
+	if err := a.pub.sink.Flush(ctx); err != nil {
+		return err
+	}
+	return a.pub.bk.Wait(ctx)
+}

@@ -1,0 +1,120 @@
+package relay
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// Settling is the one rule that can break docs/design.md invariant 1, so it lives
+// here. An event is settled, and its transaction may be confirmed once all of its
+// events and every earlier transaction's are, when nothing more has to happen for it:
+//
+//	outcome                                  --on-publish none     mark / delete
+//	acked by the broker                      at the ack            when its row's mark committed
+//	refused for what it is (event error)     when its failed attempt is recorded for the poller
+//	a row the decoder cannot map             when its dead-letter record committed
+//	broker or partition unavailable          never: the session ends and streams it again
+//	exactly-once, its Kafka commit           at the commit         when the marks committed
+//	exactly-once, covered by an earlier      at once               when marked (rows the poller
+//	session's position                                             has are left alone)
+//
+// Txn.Done is where each of these ends; an error there ends the session instead,
+// with the transaction unsettled.
+
+// publisher hands events to the sink and their outcomes to the bookkeeping.
+type publisher struct {
+	sink     sink.Sink
+	bk       *poller.Bookkeeper
+	markAcks bool
+	m        *metrics
+}
+
+func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
+	return &publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics}
+}
+
+// inflight is one event between the sink and its settlement: all the per-event state
+// in one allocation, which is also the sink's Done and the bookkeeping's Settler.
+type inflight struct {
+	ev   outbox.Event
+	pub  *publisher
+	txn  *replication.Txn
+	size int
+	at   position
+}
+
+// publish sends ev, an event of txn, to the sink.
+func (p *publisher) publish(ev outbox.Event, at position, txn *replication.Txn, size int) {
+	f := &inflight{ev: ev, pub: p, txn: txn, size: size, at: at}
+	p.sink.Publish(&f.ev, f)
+}
+
+// Done takes the sink's verdict.
+func (f *inflight) Done(err error) {
+	p := f.pub
+	if err == nil {
+		p.m.published.Inc()
+		if !f.at.committed.IsZero() {
+			p.m.commitToAck.Observe(time.Since(f.at.committed).Seconds())
+		}
+	} else {
+		p.m.failed.WithLabelValues(f.ev.EventType).Inc()
+	}
+	switch {
+	case err == nil && !p.markAcks:
+		f.txn.Done(f.size, nil)
+	case err == nil || sink.IsEventError(err):
+		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.at.lsn, Settle: f})
+	default:
+		f.txn.Done(f.size, fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w",
+			f.ev.ID, f.ev.EventType, f.ev.AggregateID, err))
+	}
+}
+
+// Settle takes the outcome of the event's bookkeeping.
+func (f *inflight) Settle(err error) {
+	if err != nil {
+		err = fmt.Errorf("bookkeeping for event %s: %w", f.ev.ID, err)
+	}
+	f.txn.Done(f.size, err)
+}
+
+// deadLetter records a row the decoder could not map as a dead letter; it settles
+// once that is committed.
+func (p *publisher) deadLetter(id string, reason error, lsn pglogrepl.LSN, txn *replication.Txn) {
+	p.m.failed.WithLabelValues("").Inc()
+	p.record(poller.Outcome{Event: &outbox.Event{ID: id}, Err: reason, Unpublishable: true, LSN: lsn}, txn, 0, nil)
+}
+
+// acked settles an event the broker has (o.Err nil): at once with --on-publish
+// none, else once its row's bookkeeping committed.
+func (p *publisher) acked(o poller.Outcome, txn *replication.Txn, size int) {
+	if !p.markAcks {
+		txn.Done(size, nil)
+		return
+	}
+	p.record(o, txn, size, nil)
+}
+
+// record queues o for the bookkeeping and settles txn's event once it is written;
+// then, when set, is told the result first.
+func (p *publisher) record(o poller.Outcome, txn *replication.Txn, size int, then func(error)) {
+	id := o.Event.ID
+	o.Settle = poller.SettleFunc(func(err error) {
+		if err != nil {
+			err = fmt.Errorf("bookkeeping for event %s: %w", id, err)
+		}
+		if then != nil {
+			then(err)
+		}
+		txn.Done(size, err)
+	})
+	p.bk.Record(o)
+}

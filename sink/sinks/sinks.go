@@ -1,0 +1,138 @@
+// Package sinks builds the built-in sinks from one configuration, for the walrelay
+// binary and for programs that let their users choose the broker. The relay itself
+// knows sinks only through sink.Sink: a program embedding it with one broker
+// imports that broker's package and links no other client.
+package sinks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/sink/kafka"
+	"github.com/walrelay/walrelay/sink/nats"
+	"github.com/walrelay/walrelay/sink/rabbitmq"
+	"github.com/walrelay/walrelay/sink/redis"
+)
+
+// Kind names a broker.
+type Kind string
+
+const (
+	Kafka    Kind = "kafka"
+	NATS     Kind = "nats"
+	RabbitMQ Kind = "rabbitmq"
+	Redis    Kind = "redis"
+)
+
+// Config selects a broker and configures it.
+type Config struct {
+	Kind Kind
+	// TopicTemplate names the Kafka topic, the NATS subject and the Redis stream;
+	// {aggregate_type} and {event_type} are replaced. RabbitMQ has its own templates.
+	TopicTemplate string
+	Kafka         kafka.Config
+	NATS          nats.Config
+	RabbitMQ      rabbitmq.Config
+	Redis         redis.Config
+}
+
+// DefaultConfig is Kafka, with each broker's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Kind:          Kafka,
+		TopicTemplate: kafka.DefaultTopicTemplate,
+		Kafka: kafka.Config{Compression: kafka.DefaultCompression, ProgressTopic: kafka.DefaultProgressTopic,
+			EventTimeout: 2 * time.Minute},
+		NATS:     nats.DefaultConfig(),
+		RabbitMQ: rabbitmq.DefaultConfig(),
+		Redis:    redis.DefaultConfig(),
+	}
+}
+
+// Window is what the relay may have in flight at once; clients buffer more than
+// that, so that Publish never blocks inside them.
+type Window struct {
+	Events    int
+	Bytes     int64
+	PollBatch int
+}
+
+// Validate checks the selected broker's configuration without connecting.
+func (c Config) Validate() error {
+	var err error
+	switch c.Kind {
+	case Kafka:
+		k := c.kafka(Window{})
+		err = k.Validate()
+	case NATS:
+		n := c.nats()
+		err = n.Validate()
+	case RabbitMQ:
+		err = c.RabbitMQ.Validate()
+	case Redis:
+		r := c.redis(Window{})
+		err = r.Validate()
+	default:
+		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq or redis", c.Kind)
+	}
+	if err != nil && c.Kind != Kafka {
+		return fmt.Errorf("%s sink: %w", c.Kind, err)
+	}
+	return err
+}
+
+func (c Config) kafka(w Window) kafka.Config {
+	k := c.Kafka
+	k.TopicTemplate = c.TopicTemplate
+	k.MaxBufferedEvents = 2*w.Events + w.PollBatch + 1000
+	k.MaxBufferedBytes = int(2*w.Bytes) + 16<<20
+	return k
+}
+
+func (c Config) nats() nats.Config {
+	n := c.NATS
+	n.SubjectTemplate = c.TopicTemplate
+	return n
+}
+
+func (c Config) redis(w Window) redis.Config {
+	r := c.Redis
+	r.StreamTemplate = c.TopicTemplate
+	r.MaxBufferedEvents = max(r.MaxBufferedEvents, 2*w.Events+w.PollBatch+1000)
+	return r
+}
+
+// Open builds the selected broker's client, sized above w. Clients that must reach
+// their broker to start (RabbitMQ) are retried with backoff between retryMin and
+// retryMax until ctx ends.
+func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, retryMax time.Duration) (sink.Sink, error) {
+	build := func() (sink.Sink, error) {
+		switch c.Kind {
+		case NATS:
+			return nats.New(c.nats())
+		case RabbitMQ:
+			return rabbitmq.New(c.RabbitMQ)
+		case Redis:
+			return redis.New(c.redis(w))
+		}
+		return kafka.New(c.kafka(w))
+	}
+	retry := backoff.New(retryMin, retryMax)
+	for {
+		snk, err := build()
+		if err == nil {
+			return snk, nil
+		}
+		wait := retry.Next()
+		log.Error("cannot start the "+string(c.Kind)+" client; check its address and that the broker is up; retrying",
+			"err", err, "retry_in", wait.Round(time.Millisecond).String())
+		if !backoff.Sleep(ctx, wait) {
+			return nil, errors.Join(ctx.Err(), err)
+		}
+	}
+}

@@ -1,0 +1,40 @@
+package sinks_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/walrelay/walrelay/sink/sinks"
+)
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tweak func(*sinks.Config)
+		want  string // substring of the error; "" means valid
+	}{
+		{"kafka", func(*sinks.Config) {}, ""},
+		{"no brokers", func(c *sinks.Config) { c.Kafka.Brokers = nil }, "kafka brokers are required"},
+		{"broker without port", func(c *sinks.Config) { c.Kafka.Brokers = []string{"kafka"} }, "not host:port"},
+		{"bad template", func(c *sinks.Config) { c.TopicTemplate = "x.{nope}" }, "unknown placeholder"},
+		{"zstd", func(c *sinks.Config) { c.Kafka.Compression = "zstd" }, ""},
+		{"bad compression", func(c *sinks.Config) { c.Kafka.Compression = "brotli" }, "unknown compression"},
+		{"short event timeout", func(c *sinks.Config) { c.Kafka.EventTimeout = 1 }, "event timeout"},
+		{"unknown broker", func(c *sinks.Config) { c.Kind = "mqtt" }, "want kafka, nats, rabbitmq or redis"},
+		{"nats without url", func(c *sinks.Config) { c.Kind, c.NATS.URL = sinks.NATS, "" }, "nats sink"},
+		{"redis", func(c *sinks.Config) { c.Kind, c.Kafka.Brokers = sinks.Redis, nil }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := sinks.DefaultConfig()
+			c.Kafka.Brokers = []string{"127.0.0.1:9092"}
+			tc.tweak(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want valid, got %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
