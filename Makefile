@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all setup build demo test test-race bench fuzz lint chaos soak
+.PHONY: all setup build build-demo demo test test-race bench fuzz lint chaos soak
 
 all: build
 
@@ -27,8 +27,13 @@ setup:
 build: setup
 	$(GO) build -o bin/walrelay ./cmd/walrelay
 
-demo: build
-	./bin/walrelay demo
+# The demo is a binary of its own (cmd/walrelay-demo): it links an in-process Kafka broker
+# and the throwaway-cluster helper, which bin/walrelay, the service, must not carry.
+build-demo: setup
+	$(GO) build -o bin/walrelay-demo ./cmd/walrelay-demo
+
+demo: build build-demo
+	./bin/walrelay-demo
 
 test: setup
 	$(GO) test -count=1 -timeout 15m $(PKGS)

@@ -12,14 +12,13 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"Usage:", "\n  run ", "\n  migrate ", "\n  demo ", "flags, WALRELAY_* environment variables"}},
+		{[]string{"--help"}, []string{"Usage:", "\n  run ", "\n  migrate ", "flags, WALRELAY_* environment variables"}},
 		{[]string{"run", "--help"}, []string{"walrelay run [flags]",
 			"--config", "--database-url", "--kafka-brokers", "--slot", "--topic-template", "--table", "--publication",
 			"--status-interval", "--shutdown-timeout", "--max-inflight-events", "--log-level",
 			"WALRELAY_DATABASE_URL", "WALRELAY_KAFKA_BROKERS", "WALRELAY_CONFIG"}},
 		{[]string{"migrate", "--help"}, []string{"walrelay migrate [flags]", "--database-url", "--config",
 			"walrelay_schema_version", "WALRELAY_DATABASE_URL"}},
-		{[]string{"demo", "--help"}, []string{"walrelay demo [flags]", "--events", "--rate", "--verbose"}},
 		{[]string{"help", "run"}, []string{"walrelay run [flags]", "--database-url", "--slot"}},
 	}
 	for _, tc := range cases {
@@ -94,7 +93,10 @@ func TestBadUsageExits2(t *testing.T) {
 		{name: "bad pool setting in database url", args: []string{"run", "--database-url",
 			"postgres://u:s3cr3tpw@127.0.0.1:1/x?pool_max_conns=abc"}, noDB: true, want: []string{"database url", "pool_max_conns"}},
 		{name: "bad sink", args: []string{"run", "--sink", "kinesis"}, want: []string{`sink "kinesis"`}},
-		{name: "demo with no events", args: []string{"demo", "--events", "0"}, want: []string{"--events must be positive"}},
+		// The demo is cmd/walrelay-demo; the old invocations point there.
+		{name: "demo moved", args: []string{"demo"}, want: []string{"make demo", "cmd/walrelay-demo"}},
+		{name: "demo moved, with flags", args: []string{"demo", "--events", "20000", "--rate", "0"}, want: []string{"make demo"}},
+		{name: "demo moved, help", args: []string{"demo", "--help"}, want: []string{"make demo"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/demo"
 	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
@@ -94,35 +93,5 @@ func migrateCommand() *cobra.Command {
 	}
 	s.register(cmd.Flags(), "database-url")
 	cmd.Flags().BoolVar(&notify, "notify", false, "also install the insert trigger that wakes a poll-mode relay (LISTEN/NOTIFY)")
-	return cmd
-}
-
-func demoCommand() *cobra.Command {
-	opts := demo.DefaultOptions()
-	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run the relay end to end on a throwaway PostgreSQL and an in-process Kafka",
-		Long: "demo starts a throwaway PostgreSQL cluster (initdb into a temporary directory, wal_level=logical,\n" +
-			"a free port) and an in-process Kafka-protocol broker, migrates, runs the relay, writes sample\n" +
-			"orders through the outbox package (one transaction rolled back), consumes them back from Kafka,\n" +
-			"prints each with its commit-to-consume latency and a summary, and removes everything on exit.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.Events <= 0 {
-				return fmt.Errorf("--events must be positive")
-			}
-			if opts.Rate < 0 {
-				return fmt.Errorf("--rate must not be negative")
-			}
-			opts.Out = cmd.OutOrStdout()
-			if err := demo.Run(cmd.Context(), opts); err != nil {
-				return runtimeError{err}
-			}
-			return nil
-		},
-	}
-	cmd.Flags().IntVar(&opts.Events, "events", opts.Events, "orders to write")
-	cmd.Flags().Float64Var(&opts.Rate, "rate", opts.Rate, "orders per second (0: as fast as one writer goes)")
-	cmd.Flags().BoolVar(&opts.Verbose, "verbose", opts.Verbose, "show the relay's own logs")
 	return cmd
 }

@@ -1,0 +1,61 @@
+package main_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServiceBinaryCarriesNoDemo fails when the walrelay service binary links the demo
+// or its test harness: the in-process Kafka broker, and the throwaway-cluster helper,
+// which switches to the postgres OS user when run as root. The demo is cmd/walrelay-demo.
+func TestServiceBinaryCarriesNoDemo(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(goTool(t), "list", "-deps", "github.com/walrelay/walrelay/cmd/walrelay").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 || !slices.Contains(deps, "github.com/walrelay/walrelay/relay") {
+		t.Fatalf("go list -deps gave an implausible list (no relay package):\n%s", out)
+	}
+	for _, banned := range []string{
+		"github.com/twmb/franz-go/pkg/kfake",
+		"github.com/walrelay/walrelay/internal/pgcluster",
+		"github.com/walrelay/walrelay/internal/demo",
+	} {
+		if slices.Contains(deps, banned) {
+			t.Errorf("the walrelay binary depends on %s; keep it to cmd/walrelay-demo and the tests", banned)
+		}
+	}
+}
+
+// goTool finds the go command the way the binary's build does: PATH, then GOROOT.
+func goTool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
+	}
+	t.Fatal("no go command on PATH and GOROOT unset")
+	return ""
+}
+
+// TestHelpOffersNoDemo: the demo is a binary of its own, so the service's help must
+// not list a demo command (the hidden stub only says where the demo went).
+func TestHelpOffersNoDemo(t *testing.T) {
+	t.Parallel()
+	res := run(t, 10*time.Second, baseEnv(), "--help")
+	if res.code != 0 {
+		t.Fatalf("exit code %d, want 0\nstderr:\n%s", res.code, res.stderr)
+	}
+	if strings.Contains(res.stdout, "\n  demo ") {
+		t.Errorf("help lists a demo command:\n%s", res.stdout)
+	}
+}
