@@ -1,15 +1,21 @@
 // Package relay wires walrelay's pipeline and owns its lifecycle: preflight checks,
 // the replication slot and its catch-up pass, the stream from PostgreSQL through the
 // decoder to the sink, acknowledgements back to the watermark, reconnection, and
-// graceful stop. The walrelay binary is a thin wrapper over it; applications can run
-// it inside their own binary:
+// graceful stop. It knows the broker only as a sink.Sink, so a program that embeds it
+// links just the client it builds. The walrelay binary is a thin wrapper over it:
 //
+//	snk, err := kafka.New(kafka.Config{Brokers: []string{"kafka:9092"}}) // package sink/kafka
+//	...
+//	defer snk.Close()
 //	cfg := relay.DefaultConfig()
 //	cfg.DatabaseURL = "postgres://relay@db/app"
-//	cfg.KafkaBrokers = []string{"kafka:9092"}
+//	cfg.Sink = snk
 //	r, err := relay.New(cfg) // validates; opens nothing
 //	...
 //	err = r.Run(ctx) // until ctx ends; nil after a graceful stop
+//
+// The invariants these guarantees rest on are numbered in docs/design.md; settle.go
+// says what settled means for every outcome.
 //
 // Guarantees:
 //
@@ -28,8 +34,9 @@
 //   - Bounded memory: at most MaxInFlightEvents events and MaxInFlightBytes bytes
 //     are unacknowledged; reading pauses meanwhile, status updates do not.
 //
-//   - Graceful stop: when ctx ends, reading stops, in-flight acks are awaited for
-//     at most ShutdownTimeout, the safe LSN is confirmed, and Run returns nil.
+//   - Graceful stop: when ctx ends, the stream reads on to the end of the open
+//     transaction, in-flight acks are awaited, the safe LSN is confirmed, all within
+//     ShutdownTimeout, and Run returns nil.
 //
 //   - Poison events never block: an event that fails on its own (sink.EventError) is
 //     handed to the poller with its attempt recorded in a committed transaction, and
@@ -39,10 +46,10 @@
 //   - Bookkeeping before confirmation: with OnPublish mark or delete, an acked event
 //     counts as settled only once its row's update committed.
 //
-//   - Exactly-once (Delivery ExactlyOnce, Kafka): the stream's events are produced in
-//     Kafka transactions together with the stream position, which a new session
-//     reads back to skip what is committed; read_committed consumers see each
-//     streamed event once.
+//   - Exactly-once (Delivery ExactlyOnce, a sink.Transactional such as Kafka's): the
+//     stream's events are produced in transactions together with the stream position
+//     and its origin, which a new session reads back to skip what is committed when
+//     the origin is its own; read_committed consumers see each streamed event once.
 //
 // Not guaranteed: exactly-once for events the poller retries or the catch-up pass
 // publishes (at least once; consumers deduplicate by the id header); the order of

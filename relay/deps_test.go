@@ -1,0 +1,30 @@
+package relay_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The relay knows brokers only through sink.Sink: a program embedding it with one
+// broker links that broker's client and no other. go list shows what relay links.
+func TestRelayLinksNoBrokerClient(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "github.com/walrelay/walrelay/relay").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/walrelay/walrelay/sink") {
+		t.Fatalf("go list -deps gave an implausible list (no sink package):\n%s", out)
+	}
+	for _, dep := range deps {
+		for _, client := range []string{"github.com/twmb/franz-go", "github.com/nats-io/", "github.com/rabbitmq/",
+			"github.com/redis/", "github.com/walrelay/walrelay/sink/"} {
+			if strings.HasPrefix(dep, client) {
+				t.Errorf("relay depends on %s; build sinks where the program is configured (package sinks)", dep)
+			}
+		}
+	}
+}
