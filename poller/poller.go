@@ -177,32 +177,9 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	}
 	defer tx.Rollback(context.Background())
 
-	rows, err := tx.Query(ctx, p.query, p.cfg.BatchSize)
+	batch, unpublishable, err := p.selectDue(ctx, tx)
 	if err != nil {
-		return res, fmt.Errorf("select due rows: %w", err)
-	}
-	type row struct {
-		ev       outbox.Event
-		attempts int
-	}
-	var unpublishable []Failure
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var x row
-		ev, bad, err := ScanEvent(r, &x.attempts)
-		x.ev = ev
-		if bad != nil {
-			unpublishable = append(unpublishable, Failure{Event: &outbox.Event{ID: ev.ID}, Err: bad})
-		}
-		return x, err
-	})
-	if err != nil {
-		return res, fmt.Errorf("read due rows: %w", err)
-	}
-	batch := all[:0]
-	for _, x := range all {
-		if !slices.ContainsFunc(unpublishable, func(f Failure) bool { return f.Event.ID == x.ev.ID }) {
-			batch = append(batch, x)
-		}
+		return res, err
 	}
 	if err := p.store.DeadLetter(ctx, tx, unpublishable); err != nil {
 		return res, err
@@ -214,22 +191,9 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	if len(batch) == 0 {
 		return res, tx.Commit(ctx)
 	}
-
-	errs := make([]error, len(batch))
-	var wg sync.WaitGroup
-	wg.Add(len(batch))
-	for i := range batch {
-		p.sink.Publish(&batch[i].ev, sink.DoneFunc(func(err error) {
-			errs[i] = err
-			wg.Done()
-		}))
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
-	defer cancel()
-	if err := waitGroup(waitCtx, &wg); err != nil {
-		// The rows stay locked until rollback; the acks that come late are lost
-		// bookkeeping only: the rows will be published again.
-		return res, fmt.Errorf("wait for %d acks: %w", len(batch), err)
+	errs, err := p.publish(ctx, batch)
+	if err != nil {
+		return res, err
 	}
 
 	var published []string
@@ -263,6 +227,61 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 		return res, fmt.Errorf("broker unavailable for %d events: %w", res.Deferred, brokerErr)
 	}
 	return res, nil
+}
+
+// dueRow is a row the poll locked, with its attempts so far.
+type dueRow struct {
+	ev       outbox.Event
+	attempts int
+}
+
+// selectDue locks the due rows and splits off those that cannot become events.
+func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure, error) {
+	rows, err := tx.Query(ctx, p.query, p.cfg.BatchSize)
+	if err != nil {
+		return nil, nil, fmt.Errorf("select due rows: %w", err)
+	}
+	var unpublishable []Failure
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueRow, error) {
+		var x dueRow
+		ev, bad, err := ScanEvent(r, &x.attempts)
+		x.ev = ev
+		if bad != nil {
+			unpublishable = append(unpublishable, Failure{Event: &outbox.Event{ID: ev.ID}, Err: bad})
+		}
+		return x, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read due rows: %w", err)
+	}
+	batch := all[:0]
+	for _, x := range all {
+		if !slices.ContainsFunc(unpublishable, func(f Failure) bool { return f.Event.ID == x.ev.ID }) {
+			batch = append(batch, x)
+		}
+	}
+	return batch, unpublishable, nil
+}
+
+// publish hands the batch to the sink and waits for every verdict.
+func (p *Poller) publish(ctx context.Context, batch []dueRow) ([]error, error) {
+	errs := make([]error, len(batch))
+	var wg sync.WaitGroup
+	wg.Add(len(batch))
+	for i := range batch {
+		p.sink.Publish(&batch[i].ev, sink.DoneFunc(func(err error) {
+			errs[i] = err
+			wg.Done()
+		}))
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
+	defer cancel()
+	if err := waitGroup(waitCtx, &wg); err != nil {
+		// The rows stay locked until rollback; the acks that come late are lost
+		// bookkeeping only: the rows will be published again.
+		return nil, fmt.Errorf("wait for %d acks: %w", len(batch), err)
+	}
+	return errs, nil
 }
 
 func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {

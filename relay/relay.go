@@ -81,18 +81,9 @@ func New(cfg Config) (*Relay, error) {
 // the setup is wrong (see replication.SetupError) or the broker client cannot be built.
 func (r *Relay) Run(ctx context.Context) error {
 	snk := r.cfg.Sink
-	poolCfg, err := pgxpool.ParseConfig(r.cfg.DatabaseURL)
+	pool, err := r.openPool(ctx)
 	if err != nil {
-		return errorf("database pool", err)
-	}
-	// Bookkeeping statements are prepared once and run for ever: a generic plan made
-	// while the outbox was tiny (a sequential scan) would stay as it grows. Custom
-	// plans keep the primary-key lookups.
-	poolCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
-	replication.TuneKeepalives(&poolCfg.ConnConfig.Config) // a silent network fails bookkeeping in seconds, not hours
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
-	if err != nil {
-		return errorf("database pool", err)
+		return err
 	}
 	defer pool.Close()
 
@@ -109,32 +100,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		return g.Wait() // ctx ended while waiting
 	}
 
-	store := poller.NewStore(pool, r.cfg.Table, r.cfg.Retry)
-	pl := poller.New(pool, snk, poller.Config{
-		Table: r.cfg.Table, PollOnly: r.cfg.Mode == ModePoll, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
-		BatchSize: r.cfg.PollBatchSize, Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
-		Logger: r.log,
-		OnBatch: func(res poller.BatchResult) {
-			if r.cfg.Mode == ModePoll {
-				r.active.Store(true)
-			}
-			r.metrics.published.Add(float64(res.Published))
-			for _, et := range res.FailedEventTypes {
-				r.metrics.failed.WithLabelValues(et).Inc()
-			}
-			if res.Published+len(res.FailedEventTypes) > 0 {
-				r.metrics.batchDuration.Observe(res.Duration.Seconds())
-			}
-		},
-		OnError: func(error) {
-			if r.cfg.Mode == ModePoll {
-				r.active.Store(false)
-			}
-		},
-	})
-
 	// The bookkeeper outlives the stream so that a stopping stream can still settle
 	// what was acked; it stops last.
+	store := poller.NewStore(pool, r.cfg.Table, r.cfg.Retry)
 	bk := poller.NewBookkeeper(store, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
 	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
@@ -157,11 +125,58 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	g.Go(func() error { return r.stats(gctx, pool) })
+	pl := r.newPoller(pool, snk)
 	g.Go(func() error { return pl.Run(gctx) })
 	if r.cfg.OnPublish == poller.Mark && r.cfg.Retention > 0 {
 		g.Go(func() error { return r.cleanup(gctx, store) })
 	}
 	return g.Wait()
+}
+
+// openPool opens the pool for bookkeeping, polling and stats.
+func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
+	poolCfg, err := pgxpool.ParseConfig(r.cfg.DatabaseURL)
+	if err != nil {
+		return nil, errorf("database pool", err)
+	}
+	// Bookkeeping statements are prepared once and run for ever: a generic plan made
+	// while the outbox was tiny (a sequential scan) would stay as it grows. Custom
+	// plans keep the primary-key lookups.
+	poolCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	replication.TuneKeepalives(&poolCfg.ConnConfig.Config) // a silent network fails bookkeeping in seconds, not hours
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, errorf("database pool", err)
+	}
+	return pool, nil
+}
+
+// newPoller builds the poller: the stream's slow path, or the whole relay in poll
+// mode, where its batches say whether the relay is active.
+func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink) *poller.Poller {
+	pollMode := r.cfg.Mode == ModePoll
+	return poller.New(pool, snk, poller.Config{
+		Table: r.cfg.Table, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
+		BatchSize: r.cfg.PollBatchSize, Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
+		Logger: r.log,
+		OnBatch: func(res poller.BatchResult) {
+			if pollMode {
+				r.active.Store(true)
+			}
+			r.metrics.published.Add(float64(res.Published))
+			for _, et := range res.FailedEventTypes {
+				r.metrics.failed.WithLabelValues(et).Inc()
+			}
+			if res.Published+len(res.FailedEventTypes) > 0 {
+				r.metrics.batchDuration.Observe(res.Duration.Seconds())
+			}
+		},
+		OnError: func(error) {
+			if pollMode {
+				r.active.Store(false)
+			}
+		},
+	})
 }
 
 // stream leads the slot and runs replication sessions until ctx ends or the setup
