@@ -146,78 +146,96 @@ var (
 // Validate checks the configuration without opening any connection. It leaves the
 // sink to New, so that a program can check its settings before it builds one.
 func (c *Config) Validate() error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	return errors.Join(c.validateNames(), c.validateTimings(), c.validateModes(), c.validateObservability())
+}
+
+// problems collects a configuration's errors.
+type problems []error
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Errorf(format, args...)) }
+
+// validateNames checks what the relay connects to and names.
+func (c *Config) validateNames() error {
+	var p problems
 	if c.DatabaseURL == "" {
-		add("database url is required (--database-url or WALRELAY_DATABASE_URL)")
+		p.add("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
-		add("database url: %w", err) // the strictest parser of the ones Run uses
+		p.add("database url: %w", err) // the strictest parser of the ones Run uses
 	}
 	if !tableName.MatchString(c.Table) {
-		add("table %q is not a table name (name or schema.name)", c.Table)
+		p.add("table %q is not a table name (name or schema.name)", c.Table)
 	}
 	if !slotName.MatchString(c.Slot) {
-		add("slot %q: use 1 to 63 lowercase letters, digits and underscores", c.Slot)
+		p.add("slot %q: use 1 to 63 lowercase letters, digits and underscores", c.Slot)
 	}
 	if !tableName.MatchString(c.Publication) || len(c.Publication) > 63 {
-		add("publication %q is not a valid name", c.Publication)
+		p.add("publication %q is not a valid name", c.Publication)
 	}
+	return errors.Join(p...)
+}
+
+// validateTimings checks the intervals, timeouts and bounds.
+func (c *Config) validateTimings() error {
+	var p problems
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{
 		{"status interval", c.StatusInterval}, {"keepalive interval", c.KeepaliveInterval},
 		{"shutdown timeout", c.ShutdownTimeout}, {"reconnect min", c.ReconnectMin}, {"reconnect max", c.ReconnectMax},
+		{"poll interval", c.PollInterval}, {"publish timeout", c.PublishTimeout},
+		{"stats interval", c.StatsInterval}, {"stall timeout", c.StallTimeout},
 	} {
 		if d.v <= 0 {
-			add("%s must be positive, got %s", d.name, d.v)
+			p.add("%s must be positive, got %s", d.name, d.v)
 		}
 	}
 	if c.KeepaliveInterval < c.StatusInterval {
-		add("keepalive interval (%s) must not be shorter than status interval (%s)", c.KeepaliveInterval, c.StatusInterval)
+		p.add("keepalive interval (%s) must not be shorter than status interval (%s)", c.KeepaliveInterval, c.StatusInterval)
 	}
 	if c.ReconnectMax < c.ReconnectMin {
-		add("reconnect max (%s) must not be shorter than reconnect min (%s)", c.ReconnectMax, c.ReconnectMin)
+		p.add("reconnect max (%s) must not be shorter than reconnect min (%s)", c.ReconnectMax, c.ReconnectMin)
 	}
 	if c.MaxInFlightEvents <= 0 {
-		add("max in-flight events must be positive, got %d", c.MaxInFlightEvents)
+		p.add("max in-flight events must be positive, got %d", c.MaxInFlightEvents)
 	}
 	if c.MaxInFlightBytes <= 0 {
-		add("max in-flight bytes must be positive, got %d", c.MaxInFlightBytes)
-	}
-	if err := c.validateDelivery(); err != nil {
-		add("%w", err)
-	}
-	if c.Mode != ModeStream && c.Mode != ModePoll {
-		add("mode %q: want stream or poll", c.Mode)
-	}
-	if _, err := poller.ParseOnPublish(string(c.OnPublish)); err != nil {
-		add("%w", err)
-	} else if c.Mode == ModePoll && c.OnPublish == poller.None {
-		add("on-publish none needs mode stream: a poller must mark or delete what it published")
-	}
-	if err := c.Retry.Validate(); err != nil {
-		add("%w", err)
+		p.add("max in-flight bytes must be positive, got %d", c.MaxInFlightBytes)
 	}
 	if c.PollBatchSize <= 0 {
-		add("poll batch size must be positive, got %d", c.PollBatchSize)
+		p.add("poll batch size must be positive, got %d", c.PollBatchSize)
 	}
-	if c.PollInterval <= 0 || c.PublishTimeout <= 0 {
-		add("poll interval and publish timeout must be positive, got %s and %s", c.PollInterval, c.PublishTimeout)
+	if c.Retention < 0 || c.HeartbeatInterval < 0 {
+		p.add("retention and heartbeat interval must not be negative")
 	}
-	if c.Retention < 0 {
-		add("retention must not be negative")
+	return errors.Join(p...)
+}
+
+// validateModes checks delivery, mode, on-publish and the retry policy together.
+func (c *Config) validateModes() error {
+	var p problems
+	if err := c.validateDelivery(); err != nil {
+		p.add("%w", err)
 	}
-	if c.StatsInterval <= 0 || c.StallTimeout <= 0 {
-		add("stats interval and stall timeout must be positive")
+	if c.Mode != ModeStream && c.Mode != ModePoll {
+		p.add("mode %q: want stream or poll", c.Mode)
 	}
-	if c.HeartbeatInterval < 0 {
-		add("heartbeat interval must not be negative")
+	if _, err := poller.ParseOnPublish(string(c.OnPublish)); err != nil {
+		p.add("%w", err)
+	} else if c.Mode == ModePoll && c.OnPublish == poller.None {
+		p.add("on-publish none needs mode stream: a poller must mark or delete what it published")
 	}
+	if err := c.Retry.Validate(); err != nil {
+		p.add("%w", err)
+	}
+	return errors.Join(p...)
+}
+
+func (c *Config) validateObservability() error {
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			add("metrics address %q is not host:port", c.MetricsAddr)
+			return fmt.Errorf("metrics address %q is not host:port", c.MetricsAddr)
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
