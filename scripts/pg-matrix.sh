@@ -99,6 +99,9 @@ install_one() {
 setup() {
 	local majors=("$@")
 	[ ${#majors[@]} -gt 0 ] || majors=("${MAJORS[@]}")
+	if [ "$(pg_dir)" != "$root/.pg" ] && [ -z "${WALRELAY_PG_MATRIX_DIR:-}" ]; then
+		echo "note: the postgres OS user cannot reach $root, so the binaries go to $(pg_dir)"
+	fi
 	for major in "${majors[@]}"; do
 		install_one "$major"
 	done
