@@ -19,17 +19,37 @@ var ErrNoBinaries = errors.New("PostgreSQL server binaries not found (initdb); i
 // at a directory holding initdb and postgres.
 const BinDirEnv = "WALRELAY_PG_BINDIR"
 
+// VersionEnv names the environment variable that selects a PostgreSQL major
+// version, e.g. WALRELAY_PG_VERSION=17: [BinDir] resolves it with [BinDirFor],
+// and [Start] refuses a server of another major version, so a version-matrix
+// run cannot silently test the machine's default PostgreSQL.
+const VersionEnv = "WALRELAY_PG_VERSION"
+
+// LocalDir is the project-local directory, at the repository root, where
+// `make setup-matrix` installs one PostgreSQL per major version (LocalDir/17/bin).
+const LocalDir = ".pg"
+
 // debianGlob is where Debian and Ubuntu install one directory per major version.
 const debianGlob = "/usr/lib/postgresql/*/bin"
 
 // BinDir finds the PostgreSQL server binaries (initdb, postgres, pg_ctl):
-// $WALRELAY_PG_BINDIR if set, else the newest /usr/lib/postgresql/*/bin
-// containing initdb, else the directory of initdb on PATH. The error wraps
-// [ErrNoBinaries] when none is found.
+// $WALRELAY_PG_BINDIR if set, else [BinDirFor] $WALRELAY_PG_VERSION if set,
+// else the newest /usr/lib/postgresql/*/bin containing initdb, else the
+// directory of initdb on PATH. The error wraps [ErrNoBinaries] when none is
+// found.
 func BinDir() (string, error) {
 	if dir := os.Getenv(BinDirEnv); dir != "" {
 		if !hasServerBinaries(dir) {
 			return "", fmt.Errorf("%s=%s has no initdb and postgres; point it at a PostgreSQL bin directory or unset it: %w", BinDirEnv, dir, ErrNoBinaries)
+		}
+		return dir, nil
+	}
+	if major := os.Getenv(VersionEnv); major != "" {
+		dir, err := BinDirFor(major)
+		if err != nil {
+			// %v, not %w: a version asked for by name and missing is a failure,
+			// never a reason for a test to skip.
+			return "", fmt.Errorf("%s=%s: %v", VersionEnv, major, err)
 		}
 		return dir, nil
 	}
@@ -51,6 +71,36 @@ func BinDir() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("searched $%s, %s and PATH: %w", BinDirEnv, debianGlob, ErrNoBinaries)
+}
+
+// BinDirFor finds the server binaries of one major version: LocalDir/<major>/bin
+// in the working directory or the nearest parent that has it (tests run in their
+// package's directory), else Debian's /usr/lib/postgresql/<major>/bin. The error
+// wraps [ErrNoBinaries] and says how to install them.
+func BinDirFor(major string) (string, error) {
+	if _, err := strconv.Atoi(major); err != nil {
+		return "", fmt.Errorf("PostgreSQL major version %q: want a number such as 17", major)
+	}
+	var searched []string
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			candidate := filepath.Join(dir, LocalDir, major, "bin")
+			if hasServerBinaries(candidate) {
+				return candidate, nil
+			}
+			if dir == filepath.Dir(dir) {
+				break
+			}
+		}
+		searched = append(searched, filepath.Join(LocalDir, major, "bin")+" in "+wd+" and its parents")
+	}
+	debian := filepath.Join("/usr/lib/postgresql", major, "bin")
+	if hasServerBinaries(debian) {
+		return debian, nil
+	}
+	searched = append(searched, debian)
+	return "", fmt.Errorf("no PostgreSQL %s (searched %s; `make setup-matrix` installs the tested versions): %w",
+		major, strings.Join(searched, ", "), ErrNoBinaries)
 }
 
 func hasServerBinaries(dir string) bool {

@@ -42,7 +42,11 @@ type Cluster struct {
 	binDir string
 	port   int
 	as     runAs
-	logf   func(format string, args ...any)
+	// version and versionNum are the server's server_version and
+	// server_version_num, read once it accepted connections.
+	version    string
+	versionNum int
+	logf       func(format string, args ...any)
 
 	mu struct {
 		sync.Mutex
@@ -66,12 +70,20 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("validate options: %w", err)
 	}
 	began := time.Now()
-	binDir, err := BinDir()
-	if err != nil {
-		return nil, err
+	binDir := opts.BinDir
+	if binDir == "" {
+		var err error
+		if binDir, err = BinDir(); err != nil {
+			return nil, err
+		}
+	} else if !hasServerBinaries(binDir) {
+		return nil, fmt.Errorf("Options.BinDir %s has no initdb and postgres: %w", binDir, ErrNoBinaries)
 	}
 	as, err := lookupRunAs()
 	if err != nil {
+		return nil, err
+	}
+	if err := as.checkReachable(binDir); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "walrelay-pg-")
@@ -108,8 +120,27 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		c.logf("pgcluster: port %d was taken, trying another", c.port)
 	}
-	c.logf("pgcluster: postgres ready on 127.0.0.1:%d in %s", c.port, time.Since(began).Round(time.Millisecond))
+	c.logf("pgcluster: PostgreSQL %s (server_version_num %d, %s) ready on 127.0.0.1:%d in %s",
+		c.version, c.versionNum, binDir, c.port, time.Since(began).Round(time.Millisecond))
+	if err := checkMajor(opts.BinDir, c.versionNum); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
 	return c, nil
+}
+
+// checkMajor fails when $WALRELAY_PG_VERSION names another major version than
+// the server that started (unless the caller chose Options.BinDir itself): a
+// stray WALRELAY_PG_BINDIR or a fallback must not pass for the version asked for.
+func checkMajor(optsBinDir string, versionNum int) error {
+	want := os.Getenv(VersionEnv)
+	if want == "" || optsBinDir != "" {
+		return nil
+	}
+	if got := strconv.Itoa(versionNum / 10000); got != want {
+		return fmt.Errorf("%s=%s, but the server started is PostgreSQL %s (server_version_num %d); check %s",
+			VersionEnv, want, got, versionNum, BinDirEnv)
+	}
+	return nil
 }
 
 // create runs initdb and writes the settings.
@@ -238,18 +269,35 @@ func (c *Cluster) checkOurs(ctx context.Context, cfg *pgconn.Config) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	results, err := conn.Exec(ctx, "SHOW data_directory").ReadAll()
+	results, err := conn.Exec(ctx, "SELECT current_setting('data_directory'), current_setting('server_version'), current_setting('server_version_num')").ReadAll()
 	if err != nil {
-		return fmt.Errorf("show data_directory: %w", err)
+		return fmt.Errorf("read data_directory and server_version: %w", err)
 	}
-	if len(results) != 1 || len(results[0].Rows) != 1 || len(results[0].Rows[0]) != 1 {
-		return errors.New("show data_directory: unexpected result shape")
+	if len(results) != 1 || len(results[0].Rows) != 1 || len(results[0].Rows[0]) != 3 {
+		return errors.New("read data_directory and server_version: unexpected result shape")
 	}
-	if got := string(results[0].Rows[0][0]); filepath.Clean(got) != c.dataDir() {
+	row := results[0].Rows[0]
+	if got := string(row[0]); filepath.Clean(got) != c.dataDir() {
 		return fmt.Errorf("port %d is served by another cluster (data directory %s)", c.port, got)
 	}
+	num, err := strconv.Atoi(string(row[2]))
+	if err != nil {
+		return fmt.Errorf("parse server_version_num %q: %w", row[2], err)
+	}
+	c.version, c.versionNum = string(row[1]), num
 	return nil
 }
+
+// ServerVersionNum returns the running server's server_version_num, e.g.
+// 170010 for PostgreSQL 17.10, as read when it last became ready.
+func (c *Cluster) ServerVersionNum() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.versionNum
+}
+
+// BinDir returns the directory whose initdb and postgres run this cluster.
+func (c *Cluster) BinDir() string { return c.binDir }
 
 // abort shuts a server down immediately: SIGQUIT, then SIGKILL to its group.
 func abort(srv *server) {

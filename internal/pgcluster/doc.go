@@ -24,7 +24,13 @@
 // When the process runs as root, initdb and postgres run as the "postgres" OS
 // user, which must exist and must be able to traverse os.TempDir().
 //
-// [BinDir] finds the server binaries: $WALRELAY_PG_BINDIR, else the newest
+// [BinDir] finds the server binaries: $WALRELAY_PG_BINDIR, else the major
+// version $WALRELAY_PG_VERSION names (the repository's .pg/<major>/bin, which
+// `make setup-matrix` installs, or Debian's), else the newest
 // /usr/lib/postgresql/*/bin, else initdb on PATH. It returns an error wrapping
-// [ErrNoBinaries] when there are none, so tests can skip or fail on it.
+// [ErrNoBinaries] when there are none, so tests can skip or fail on it; a
+// version asked for by name and missing is an error that does not wrap it.
+// [Options.BinDir] chooses the binaries of one cluster instead. [Start] reads
+// the server's version once it is ready, logs it, and fails when
+// $WALRELAY_PG_VERSION names another major version.
 package pgcluster

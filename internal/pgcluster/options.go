@@ -15,6 +15,9 @@ type Options struct {
 	// (see [DefaultSettings]). Values are written quoted, so "on", "10" and
 	// "128MB" all work.
 	Settings map[string]string
+	// BinDir is the directory holding initdb and postgres; "" means [BinDir]'s
+	// search ($WALRELAY_PG_BINDIR, $WALRELAY_PG_VERSION, Debian, PATH).
+	BinDir string
 	// Logf receives progress lines; nil means silent.
 	Logf func(format string, args ...any)
 }

@@ -120,3 +120,24 @@ func (r runAs) command(dir, name string, args ...string) *exec.Cmd {
 	}
 	return cmd
 }
+
+// checkReachable makes sure the server user can reach binDir: binaries installed
+// by root under a private directory (a clone in /root, say) would otherwise fail
+// in initdb with a bare "permission denied".
+func (r runAs) checkReachable(binDir string) error {
+	if r.cred == nil {
+		return nil
+	}
+	abs, err := filepath.Abs(binDir)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", binDir, err)
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		if !r.canTraverse(p) {
+			return fmt.Errorf("OS user %q cannot traverse %s to reach the server binaries in %s; make it traversable (chmod o+x) or install them elsewhere", serverUser, p, abs)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}

@@ -88,6 +88,11 @@ func TestClusterLifecycle(t *testing.T) {
 	if got := queryString(t, ctx, admin, "SHOW fsync"); got != "off" {
 		t.Fatalf("fsync = %q, want off", got)
 	}
+	num := queryString(t, ctx, admin, "SHOW server_version_num")
+	if got := strconv.Itoa(c.ServerVersionNum()); got != num {
+		t.Fatalf("ServerVersionNum() = %s, server_version_num = %s", got, num)
+	}
+	t.Logf("PostgreSQL %s (server_version_num %s) from %s", queryString(t, ctx, admin, "SHOW server_version"), num, c.BinDir())
 
 	const db = "walrelay_test"
 	for i := range 2 { // the second call must be a no-op
@@ -258,6 +263,83 @@ func TestBinDirEnv(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "apt-get install -y postgresql") {
 		t.Fatalf("error does not say how to install: %v", err)
+	}
+}
+
+// fakeBinDir makes dir look like a PostgreSQL bin directory to the search.
+func fakeBinDir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"initdb", "postgres"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A version resolves to .pg/<major>/bin of the nearest parent, so a test finds the
+// repository's binaries from its package directory.
+func TestBinDirForFindsLocalInstall(t *testing.T) {
+	t.Setenv(pgcluster.BinDirEnv, "")
+	root := t.TempDir()
+	want := filepath.Join(root, pgcluster.LocalDir, "99", "bin")
+	fakeBinDir(t, want)
+	pkg := filepath.Join(root, "internal", "pkg")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(pkg)
+
+	if got, err := pgcluster.BinDirFor("99"); err != nil || got != want {
+		t.Fatalf("BinDirFor(99) = %q, %v; want %q", got, err, want)
+	}
+	t.Setenv(pgcluster.VersionEnv, "99")
+	if got, err := pgcluster.BinDir(); err != nil || got != want {
+		t.Fatalf("BinDir with %s=99: %q, %v; want %q", pgcluster.VersionEnv, got, err, want)
+	}
+
+	_, err := pgcluster.BinDirFor("98")
+	if !errors.Is(err, pgcluster.ErrNoBinaries) || !strings.Contains(err.Error(), "make setup-matrix") {
+		t.Fatalf("BinDirFor(98): err = %v, want ErrNoBinaries saying how to install", err)
+	}
+	// Asked for by name, a missing version is a failure, never a reason to skip.
+	t.Setenv(pgcluster.VersionEnv, "98")
+	if _, err := pgcluster.BinDir(); err == nil || errors.Is(err, pgcluster.ErrNoBinaries) {
+		t.Fatalf("BinDir with %s=98 missing: err = %v, want an error not wrapping ErrNoBinaries", pgcluster.VersionEnv, err)
+	}
+	if _, err := pgcluster.BinDirFor("17; rm"); err == nil {
+		t.Fatal("BinDirFor accepted a version that is not a number")
+	}
+}
+
+// A server of another major version than WALRELAY_PG_VERSION names fails Start, so
+// a matrix run cannot silently test the default PostgreSQL.
+func TestStartRefusesOtherMajorVersion(t *testing.T) {
+	requireBinaries(t)
+	binDir, err := pgcluster.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(pgcluster.BinDirEnv, binDir)
+	t.Setenv(pgcluster.VersionEnv, "9")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{Logf: t.Logf})
+	if err == nil {
+		c.Close()
+		t.Fatal("Start succeeded with a server of another major version")
+	}
+	if !strings.Contains(err.Error(), pgcluster.VersionEnv+"=9, but the server started is PostgreSQL") {
+		t.Fatalf("unexpected error: %v", err)
+	}
+	t.Logf("expected error: %v", err)
+
+	// Options.BinDir is the caller's own choice and is not held to the variable.
+	c = startCluster(t, pgcluster.Options{BinDir: binDir})
+	if c.BinDir() != binDir || c.ServerVersionNum() < 140000 {
+		t.Fatalf("BinDir() = %q, ServerVersionNum() = %d", c.BinDir(), c.ServerVersionNum())
 	}
 }
 
