@@ -11,7 +11,8 @@ all: build
 
 # setup installs what a fresh Debian machine lacks: PostgreSQL's server binaries (the
 # throwaway clusters), promtool (the alert rules check), kubectl (the kustomize render
-# check), ip and tc (the silent network drop in the relay's HA test) and the Go modules.
+# check), ip and tc (the silent network drop in the relay's HA test), PostgreSQL 17's
+# server binaries (the failover-slot test) and the Go modules.
 setup:
 	@missing=""; \
 	command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="postgresql"; \
@@ -22,6 +23,7 @@ setup:
 		echo "installing Debian packages:$$missing ..."; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@scripts/pg-matrix.sh setup 17
 	@$(GO) mod download
 
 build: setup

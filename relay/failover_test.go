@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -22,7 +23,7 @@ import (
 // returns them with a two-host URL that always reaches the one that accepts writes.
 func primaryWithStandby(t *testing.T, ctx context.Context, binDir string, standbySettings map[string]string) (primary, standby *pgcluster.Cluster, url string) {
 	t.Helper()
-	primary, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	primary, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: binDir, Settings: map[string]string{"synchronous_commit": "on"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +60,11 @@ func TestFailoverWithoutFailoverSlotIsReported(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := pgcluster.BinDir(); err != nil {
+	binDir, err := pgcluster.BinDir()
+	if err != nil {
 		needBinaries(t, err)
 	}
-	primary, standby, url := primaryWithStandby(t, ctx, "", nil)
+	primary, standby, url := primaryWithStandby(t, ctx, binDir, nil)
 	broker := testenv.Kafka(t)
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	onPrimary := testenv.Connect(t, primary.URL("postgres"))
@@ -125,4 +127,89 @@ func needBinaries(t *testing.T, err error) {
 		t.Fatal("CI is set, but this test needs local PostgreSQL binaries for clusters of its own: " + err.Error())
 	}
 	t.Skip("needs local PostgreSQL binaries for clusters of its own: " + err.Error())
+}
+
+// PostgreSQL 17 with a failover slot: a synchronous standby keeps a copy of the slot
+// (sync_replication_slots), the primary dies at once, the standby is promoted, and
+// the relay on its two-host URL goes on from the carried-over slot. Nothing is lost,
+// no catch-up pass runs, and what comes again is at most what the standby's copy of
+// the slot lagged: here the events committed after it last synced.
+func TestFailoverSlotFollowsPromotion(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	binDir, err := pgcluster.BinDirFor("17")
+	if err != nil {
+		needBinaries(t, err)
+	}
+	primary, standby, url := primaryWithStandby(t, ctx, binDir, map[string]string{"sync_replication_slots": "on"})
+	onPrimary := testenv.Connect(t, primary.URL("postgres"))
+	onStandby := testenv.Connect(t, standby.URL("postgres"))
+	// Synchronous: a commit the application saw is on the standby. The slot never
+	// confirms WAL the standby has not received.
+	if _, err := onPrimary.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = 'standby'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := onPrimary.Exec(ctx, "ALTER SYSTEM SET synchronized_standby_slots = 'standby1'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := onPrimary.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	broker := testenv.Kafka(t)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+
+	rn := startWithBrokers(t, url, broker.ListenAddrs(), "walrelay", func(c *config) { c.OnPublish = poller.None })
+	if !rn.waitLog(30*time.Second, "msg=streaming") {
+		t.Fatal("the relay did not start streaming")
+	}
+	if !strings.Contains(rn.logs.String(), "failover=true") {
+		t.Fatal("the slot was not created as a failover slot")
+	}
+	var written []outbox.Event
+	written = append(written, testenv.WriteTx(t, onPrimary, aggregates("s", 5), "synced", 50, false)...)
+	if !consumer.WaitDistinct(time.Minute, len(written)) {
+		t.Fatalf("before the failover: %d of %d delivered", consumer.Distinct(), len(written))
+	}
+	confirmed := testenv.CurrentLSN(t, onPrimary)
+	waitFor(t, time.Minute, "the primary's slot to confirm "+confirmed.String(), func() bool {
+		return testenv.SlotLSN(t, onPrimary, "walrelay") >= confirmed
+	})
+	waitFor(t, time.Minute, "the standby's copy of the slot to reach "+confirmed.String(), func() bool {
+		var ok bool
+		err := onStandby.QueryRow(ctx, `SELECT synced AND confirmed_flush_lsn >= $1::text::pg_lsn
+			FROM pg_replication_slots WHERE slot_name = 'walrelay'`, confirmed.String()).Scan(&ok)
+		return err == nil && ok
+	})
+	gap := testenv.WriteTx(t, onPrimary, aggregates("s", 5), "gap", 50, false)
+	written = append(written, gap...)
+
+	if err := primary.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	written = append(written, testenv.WriteTx(t, onStandby, aggregates("s", 5), "after", 50, false)...)
+	if !consumer.WaitDistinct(2*time.Minute, len(written)) {
+		t.Fatalf("after the failover: %d of %d delivered", consumer.Distinct(), len(written))
+	}
+	for _, ev := range written {
+		if consumer.Count(ev.ID) == 0 {
+			t.Fatalf("event %s (%s) lost", ev.ID, ev.EventType)
+		}
+	}
+	logs := rn.logs.String()
+	if n := strings.Count(logs, "created replication slot"); n != 1 {
+		t.Errorf("the slot was created %d times; after the promotion the relay must use the carried-over one", n)
+	}
+	if strings.Contains(logs, "replication slot lost") {
+		t.Error("the carried-over slot was reported lost")
+	}
+	again := len(consumer.Records) - consumer.Distinct()
+	t.Logf("%d events written, %d published again after the failover (the standby's copy lagged by at most %d)",
+		len(written), again, len(gap))
+	if again > len(gap) {
+		t.Errorf("%d events published again, more than the %d committed after the standby's copy synced", again, len(gap))
+	}
 }

@@ -94,6 +94,18 @@ func BinDirFor(major string) (string, error) {
 		}
 		searched = append(searched, filepath.Join(LocalDir, major, "bin")+" in "+wd+" and its parents")
 	}
+	// Where scripts/pg-matrix.sh installs when the postgres OS user cannot reach the
+	// repository (a clone under /root, say), or where WALRELAY_PG_MATRIX_DIR points it.
+	for _, base := range []string{os.Getenv("WALRELAY_PG_MATRIX_DIR"), "/var/tmp/walrelay-pg"} {
+		if base == "" {
+			continue
+		}
+		candidate := filepath.Join(base, major, "bin")
+		if hasServerBinaries(candidate) {
+			return candidate, nil
+		}
+		searched = append(searched, candidate)
+	}
 	debian := filepath.Join("/usr/lib/postgresql", major, "bin")
 	if hasServerBinaries(debian) {
 		return debian, nil
