@@ -53,6 +53,17 @@ func BinDir() (string, error) {
 	return "", fmt.Errorf("searched $%s, %s and PATH: %w", BinDirEnv, debianGlob, ErrNoBinaries)
 }
 
+// BinDirFor finds the server binaries of one major version ("17"), at Debian's
+// /usr/lib/postgresql/<major>/bin, for tests that need that version's features. The
+// error wraps [ErrNoBinaries] when it is not installed.
+func BinDirFor(major string) (string, error) {
+	dir := filepath.Join("/usr/lib/postgresql", major, "bin")
+	if !hasServerBinaries(dir) {
+		return "", fmt.Errorf("PostgreSQL %s is not installed at %s (apt-get install -y postgresql-%s): %w", major, dir, major, ErrNoBinaries)
+	}
+	return dir, nil
+}
+
 func hasServerBinaries(dir string) bool {
 	for _, name := range []string{"initdb", "postgres"} {
 		fi, err := os.Stat(filepath.Join(dir, name))

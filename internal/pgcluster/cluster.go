@@ -66,7 +66,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("validate options: %w", err)
 	}
 	began := time.Now()
-	binDir, err := BinDir()
+	binDir, err := opts.BinDir, error(nil)
+	if binDir == "" {
+		binDir, err = BinDir()
+	} else if !hasServerBinaries(binDir) {
+		err = fmt.Errorf("Options.BinDir %s has no initdb and postgres: %w", binDir, ErrNoBinaries)
+	}
 	if err != nil {
 		return nil, err
 	}

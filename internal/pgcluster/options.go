@@ -17,6 +17,9 @@ type Options struct {
 	Settings map[string]string
 	// Logf receives progress lines; nil means silent.
 	Logf func(format string, args ...any)
+	// BinDir is the directory of initdb and postgres; "" means [BinDir]'s choice.
+	// Tests that need a particular major version get it from [BinDirFor].
+	BinDir string
 }
 
 var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
