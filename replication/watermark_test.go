@@ -93,6 +93,9 @@ func TestWindowBoundsCountAndBytes(t *testing.T) {
 	if window.Room() == nil {
 		t.Fatal("window over its byte bound reports room")
 	}
+	if events, bytes := window.InFlight(); events != 1 || bytes != 500 {
+		t.Fatalf("in flight with one big event: %d events, %d bytes, want 1, 500", events, bytes)
+	}
 	big.Done(500, nil)
 	window.Wake()
 	a := w.Track(1)
@@ -100,6 +103,9 @@ func TestWindowBoundsCountAndBytes(t *testing.T) {
 	room := window.Room()
 	if room == nil {
 		t.Fatal("window at its count bound reports room")
+	}
+	if events, bytes := window.InFlight(); events != 2 || bytes != 2 {
+		t.Fatalf("in flight at the count bound: %d events, %d bytes, want 2 and 2", events, bytes)
 	}
 	a.Done(1, nil)
 	select {
