@@ -10,12 +10,17 @@ PKGS := ./...
 all: build
 
 # setup installs what a fresh Debian machine lacks: PostgreSQL's server binaries (the
-# throwaway clusters), promtool (the alert rules check), kubectl (the kustomize render
-# check), ip and tc (the silent network drop in the relay's HA test), PostgreSQL 17's
-# server binaries (the failover-slot test) and the Go modules.
+# throwaway clusters), the NATS, Redis and RabbitMQ server binaries (tests start servers
+# of their own on free ports, never the system services), promtool (the alert rules
+# check), kubectl (the kustomize render check), ip and tc (the silent network drop in
+# the relay's HA test), PostgreSQL 17's server binaries (the failover-slot test) and the
+# Go modules.
 setup:
 	@missing=""; \
 	command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="postgresql"; \
+	command -v nats-server >/dev/null 2>&1 || test -x /usr/sbin/nats-server || missing="$$missing nats-server"; \
+	command -v redis-server >/dev/null 2>&1 || test -x /usr/bin/redis-server || missing="$$missing redis-server"; \
+	test -x /usr/lib/rabbitmq/bin/rabbitmq-server || command -v rabbitmq-server >/dev/null 2>&1 || missing="$$missing rabbitmq-server"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v kubectl >/dev/null 2>&1 || missing="$$missing kubernetes-client"; \
 	{ command -v tc && command -v ip; } >/dev/null 2>&1 || missing="$$missing iproute2"; \

@@ -8,11 +8,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
 )
 
@@ -201,15 +204,21 @@ func TestCatchUpAndDowntime(t *testing.T) {
 // While the broker refuses every write, the slot's confirmed LSN stays behind the
 // first unacknowledged transaction, and the relay keeps its replication connection
 // alive well past wal_sender_timeout, even with its in-flight window full. When the broker recovers, everything drains.
+//
+// A cluster of its own: firstEnd is the server's WAL position, which other tests'
+// writes on a shared cluster would move past the end of the first stuck transaction,
+// so a confirmation beyond that transaction could pass unnoticed.
 func TestConfirmWaitsForBroker(t *testing.T) {
 	t.Parallel()
 	const senderTimeout = 1500 * time.Millisecond
-	dbURL := testenv.MigratedDatabase(t)
+	const window = 30
+	dbURL := ownCluster(t)
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
+	reg := prometheus.NewRegistry()
 	// A window smaller than the stuck events: reading pauses, status updates must not.
 	start(t, testenv.WithParams(dbURL, map[string]string{"wal_sender_timeout": "1500ms"}), broker, "confirm",
-		func(c *config) { c.MaxInFlightEvents = 30 })
+		func(c *config) { c.MaxInFlightEvents, c.Registry = window, reg })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	aggs := aggregates("cf", 10)
 
@@ -239,7 +248,13 @@ func TestConfirmWaitsForBroker(t *testing.T) {
 		if p := walsenderPID(t, conn, "confirm"); p != pid {
 			t.Fatalf("walsender changed from pid %d to %d: the connection was not kept alive", pid, p)
 		}
+		if n := gaugeValue(t, reg, "walrelay_inflight_events"); n > window {
+			t.Fatalf("walrelay_inflight_events %v, over MaxInFlightEvents %d", n, window)
+		}
 		time.Sleep(100 * time.Millisecond) // sampling a state over time is the point here
+	}
+	if n := gaugeValue(t, reg, "walrelay_inflight_events"); n != window {
+		t.Errorf("walrelay_inflight_events %v with 100 events stuck, want the window full at %d", n, window)
 	}
 	if n := consumer.Distinct(); n != len(warm) {
 		t.Fatalf("%d events delivered while the broker refused writes", n-len(warm))
@@ -258,6 +273,29 @@ func TestConfirmWaitsForBroker(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
 	}
+}
+
+// ownCluster starts a migrated PostgreSQL cluster for the test alone and returns
+// its URL, for a test that reads the server's WAL position and must not see other
+// tests' writes in it.
+func ownCluster(t *testing.T) string {
+	t.Helper()
+	binDir, err := pgcluster.BinDir()
+	if err != nil {
+		needBinaries(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: binDir, Settings: map[string]string{"synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	dbURL := pg.URL("postgres")
+	if _, err := migrations.Up(ctx, dbURL, nil); err != nil {
+		t.Fatal(err)
+	}
+	return dbURL
 }
 
 func walsenderPID(t *testing.T, conn *pgx.Conn, slot string) int {

@@ -2,16 +2,14 @@ package relay_test
 
 import (
 	"context"
-
 	"fmt"
-	natsgo "github.com/nats-io/nats.go"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -28,26 +26,20 @@ import (
 func TestBuiltInSinks(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		kind sinks.Kind
-		addr string
-	}{{sinks.NATS, "127.0.0.1:4222"}, {sinks.RabbitMQ, "127.0.0.1:5672"}, {sinks.Redis, "127.0.0.1:6379"}} {
+		kind   sinks.Kind
+		server func(testing.TB) string // starts the test's own server, returns its URL
+	}{{sinks.NATS, testenv.NATS}, {sinks.RabbitMQ, testenv.RabbitMQ}, {sinks.Redis, testenv.Redis}} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			t.Parallel()
-			if c, err := net.DialTimeout("tcp", tc.addr, 2*time.Second); err != nil {
-				if testenvCI() {
-					t.Fatalf("%s is not reachable at %s: %v", tc.kind, tc.addr, err)
-				}
-				t.Skipf("%s is not reachable at %s: %v", tc.kind, tc.addr, err)
-			} else {
-				c.Close()
-			}
+			brokerURL := tc.server(t)
 			dbURL := testenv.MigratedDatabase(t)
 			conn := testenv.Connect(t, dbURL)
 			suffix := fmt.Sprintf("%s_%d", tc.kind, rand.Int64())
-			t.Cleanup(func() { cleanupBroker(t, tc.kind, suffix) })
+			t.Cleanup(func() { cleanupBroker(t, tc.kind, brokerURL, suffix) })
 			reg := prometheus.NewRegistry()
 			startWithBrokers(t, dbURL, nil, "builtin_"+string(tc.kind), func(c *config) {
 				c.Sinks.Kind = tc.kind
+				c.Sinks.NATS.URL, c.Sinks.RabbitMQ.URL, c.Sinks.Redis.URL = brokerURL, brokerURL, brokerURL // only Kind's is used
 				c.Registry = reg
 				c.Sinks.TopicTemplate = "walrelaytest." + suffix + ".{aggregate_type}"
 				c.Sinks.NATS.Stream = "WALRELAYTEST_" + strings.ToUpper(suffix)
@@ -79,13 +71,14 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Col
 	return metricByName(t, reg, name)
 }
 
-// cleanupBroker removes what the test left on the shared servers.
-func cleanupBroker(t *testing.T, kind sinks.Kind, suffix string) {
+// cleanupBroker removes what the test left on the server, which matters when it is
+// one named by a WALRELAY_TEST_* variable rather than the test's own.
+func cleanupBroker(t *testing.T, kind sinks.Kind, brokerURL, suffix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	switch kind {
 	case sinks.NATS:
-		nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+		nc, err := natsgo.Connect(brokerURL)
 		if err != nil {
 			t.Logf("cleanup: %v", err)
 			return
@@ -99,7 +92,7 @@ func cleanupBroker(t *testing.T, kind sinks.Kind, suffix string) {
 			t.Logf("cleanup: %v", err)
 		}
 	case sinks.RabbitMQ:
-		c, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+		c, err := amqp.Dial(brokerURL)
 		if err != nil {
 			t.Logf("cleanup: %v", err)
 			return
@@ -113,7 +106,12 @@ func cleanupBroker(t *testing.T, kind sinks.Kind, suffix string) {
 			t.Logf("cleanup: %v", err)
 		}
 	case sinks.Redis:
-		rc := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+		opts, err := goredis.ParseURL(brokerURL)
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+			return
+		}
+		rc := goredis.NewClient(opts)
 		defer rc.Close()
 		for _, pattern := range []string{"walrelaytest." + suffix + ".*", "walrelay:dedup:walrelaytest." + suffix + ".*"} {
 			iter := rc.Scan(ctx, 0, pattern, 1000).Iterator()

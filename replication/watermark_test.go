@@ -95,11 +95,17 @@ func TestWindowBoundsCountAndBytes(t *testing.T) {
 	if !window.Full() {
 		t.Fatal("window over its byte bound reports room")
 	}
+	if events, bytes := window.InFlight(); events != 1 || bytes != 500 {
+		t.Fatalf("in flight with one big event: %d events, %d bytes, want 1, 500", events, bytes)
+	}
 	big.Done(500, nil)
 	a := w.Track(1)
 	w.Track(1)
 	if !window.Full() {
 		t.Fatal("window at its count bound reports room")
+	}
+	if events, bytes := window.InFlight(); events != 2 || bytes != 2 {
+		t.Fatalf("in flight at the count bound: %d events, %d bytes, want 2 and 2", events, bytes)
 	}
 	if window.Wait(context.Background(), time.Now().Add(10*time.Millisecond)) {
 		t.Fatal("Wait on a full window reported room with nothing settled")

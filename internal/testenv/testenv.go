@@ -1,6 +1,7 @@
 // Package testenv is the integration-test harness: one throwaway PostgreSQL cluster
 // per test binary (or the server at WALRELAY_TEST_DATABASE_URL), a fresh database per
-// test, kfake brokers, and helpers that write and read back outbox events.
+// test, kfake brokers, NATS, Redis and RabbitMQ servers of the tests' own (package
+// brokers), and helpers that write and read back outbox events.
 //
 // Integration tests never skip silently: when PostgreSQL cannot be had they fail
 // under CI (CI set) and skip with the reason printed elsewhere.
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/pgcluster"
+	"github.com/walrelay/walrelay/internal/testenv/brokers"
 	"github.com/walrelay/walrelay/migrations"
 )
 
@@ -34,10 +36,11 @@ var (
 	dbSeq   atomic.Int64
 )
 
-// Main runs the package's tests and stops the throwaway cluster afterwards. Use it
-// from TestMain: os.Exit(testenv.Main(m)).
+// Main runs the package's tests and stops the throwaway cluster and the shared
+// brokers afterwards. Use it from TestMain: os.Exit(testenv.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
+	brokers.StopShared()
 	mu.Lock()
 	defer mu.Unlock()
 	if cluster != nil {

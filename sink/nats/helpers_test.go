@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"net"
 	"os"
 	"reflect"
 	"regexp"
@@ -23,22 +22,11 @@ import (
 	natssink "github.com/walrelay/walrelay/sink/nats"
 )
 
-// natsAddrEnv names the NATS server (host:port, JetStream enabled) the tests use.
-const natsAddrEnv = "WALRELAY_TEST_NATS_ADDR"
-
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// unavailable fails the test under CI and skips it, saying why, elsewhere.
-func unavailable(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("integration tests need NATS with JetStream: "+format, args...)
-	}
-	t.Skipf("skipping integration test: "+format+" (run nats-server -js, or set "+natsAddrEnv+")", args...)
-}
-
-// fixture is a NATS server with a stream name and subject prefix of the test's own;
-// the stream is deleted when the test ends.
+// fixture is a NATS server of the test's own (testenv.NATS, or the explicit
+// WALRELAY_TEST_NATS_ADDR) with a stream name and subject prefix of the test's own,
+// so that a shared server also works; the stream is deleted when the test ends.
 type fixture struct {
 	addr   string
 	stream string
@@ -51,18 +39,11 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	addr := os.Getenv(natsAddrEnv)
-	if addr == "" {
-		addr = "127.0.0.1:4222"
-	}
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	natsURL := testenv.NATS(t)
+	addr := strings.TrimPrefix(natsURL, "nats://")
+	nc, err := nats.Connect(natsURL, nats.Timeout(5*time.Second))
 	if err != nil {
-		unavailable(t, "no NATS server at %s: %v", addr, err)
-	}
-	c.Close()
-	nc, err := nats.Connect("nats://"+addr, nats.Timeout(5*time.Second))
-	if err != nil {
-		unavailable(t, "connect to NATS at %s: %v", addr, err)
+		t.Fatalf("connect to NATS at %s: %v", addr, err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -72,7 +53,7 @@ func newFixture(t *testing.T) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := js.AccountInfo(ctx); err != nil {
-		unavailable(t, "JetStream at %s: %v", addr, err)
+		t.Fatalf("JetStream at %s: %v", addr, err)
 	}
 	suffix := randomHex(4)
 	f := &fixture{

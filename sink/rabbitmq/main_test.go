@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,40 +28,27 @@ var _ sink.Sink = (*rabbitmq.Sink)(nil)
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// rabbitURLEnv names a RabbitMQ to test against instead of guest@127.0.0.1:5672.
-const rabbitURLEnv = "WALRELAY_TEST_RABBITMQ_URL"
-
-// broker is the RabbitMQ server the tests use, with an admin connection for
-// declaring and deleting what each test needs.
+// broker is the RabbitMQ server the tests use (the test binary's own node from
+// testenv.RabbitMQ, or the explicit WALRELAY_TEST_RABBITMQ_URL), with an admin
+// connection for declaring and deleting what each test needs under its own names.
 type broker struct {
 	url   string
 	addr  string // host:port
 	admin *amqp.Connection
 }
 
-// newBroker connects to the test server. Without one it fails the test under CI and
-// skips it, saying why, elsewhere.
+// newBroker connects to the test binary's RabbitMQ node, starting it on first use.
 func newBroker(t *testing.T) *broker {
 	t.Helper()
-	u := os.Getenv(rabbitURLEnv)
-	if u == "" {
-		u = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	parsed, err := url.Parse(u)
+	u := testenv.RabbitMQ(t)
+	uri, err := amqp.ParseURI(u) // fills in the scheme's port when the URL has none
 	if err != nil {
-		t.Fatalf("%s: %v", rabbitURLEnv, err)
+		t.Fatalf("%s: %v", u, err)
 	}
-	addr := parsed.Host
-	if parsed.Port() == "" {
-		addr = net.JoinHostPort(parsed.Hostname(), "5672")
-	}
+	addr := net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port))
 	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 	if err != nil {
-		msg := fmt.Sprintf("RabbitMQ integration tests need a server at %s (guest/guest, or set %s): %v", addr, rabbitURLEnv, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip("skipping: " + msg)
+		t.Fatalf("RabbitMQ integration tests need a server at %s (guest/guest): %v", addr, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return &broker{url: u, addr: addr, admin: conn}

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"syscall"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/walrelay/walrelay/internal/testenv/brokers"
 )
 
 func TestClassify(t *testing.T) {
@@ -66,10 +67,7 @@ func (timeoutErr) Timeout() bool { return true }
 // Error replies as go-redis parses them (typed errors for LOADING, OOM, NOPERM, ...)
 // classify like the same codes caught by the script.
 func TestClassifyParsedReplies(t *testing.T) {
-	url := os.Getenv("WALRELAY_TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
+	url := brokers.Redis(t) // brokers, not testenv: testenv imports this package
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
@@ -79,10 +77,7 @@ func TestClassifyParsedReplies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := client.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no Redis at %s: %v", url, err)
-		}
-		t.Skipf("skipping: no Redis at %s: %v (start redis-server or set WALRELAY_TEST_REDIS_URL)", url, err)
+		t.Fatalf("no Redis at %s: %v", url, err)
 	}
 	for _, reply := range []string{
 		"LOADING Redis is loading the dataset in memory", "READONLY You can't write against a read only replica.",

@@ -20,56 +20,46 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// redisURLEnv names the Redis server the tests use; they create and delete only
-// keys under their own prefixes, so it may be shared.
-const redisURLEnv = "WALRELAY_TEST_REDIS_URL"
-
-func redisURL() string {
-	if u := os.Getenv(redisURLEnv); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
-
-// redisAddr is host:port of the test server, for a proxy in front of it.
-func redisAddr(t *testing.T) string {
-	opts, err := goredis.ParseURL(redisURL())
-	if err != nil {
-		t.Fatalf("%s: %v", redisURLEnv, err)
-	}
-	return opts.Addr
-}
-
-// testRedis is the test's view of the server: a client and the test's key prefix.
+// testRedis is the test's view of its server (testenv.Redis, or the explicit
+// WALRELAY_TEST_REDIS_URL): its URL, a client and the test's key prefix, which keeps
+// a shared server usable too.
 type testRedis struct {
 	t      *testing.T
+	url    string
 	client *goredis.Client
 	prefix string // of every stream the test writes
 }
 
+// addr is host:port of the test's server, for a proxy in front of it.
+func (r *testRedis) addr() string {
+	opts, err := goredis.ParseURL(r.url)
+	if err != nil {
+		r.t.Fatalf("%s: %v", r.url, err)
+	}
+	return opts.Addr
+}
+
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
 
-// newTestRedis connects to the test server, or fails under CI and skips elsewhere.
-// Every key under the test's prefix, streams and dedup keys, is deleted at the end.
+// newTestRedis starts the test's Redis and connects to it. Every key under the
+// test's prefix, streams and dedup keys, is deleted at the end.
 func newTestRedis(t *testing.T) *testRedis {
 	t.Helper()
-	opts, err := goredis.ParseURL(redisURL())
+	url := testenv.Redis(t)
+	opts, err := goredis.ParseURL(url)
 	if err != nil {
-		t.Fatalf("%s: %v", redisURLEnv, err)
+		t.Fatalf("%s: %v", url, err)
 	}
 	client := goredis.NewClient(opts)
 	t.Cleanup(func() { client.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := client.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("integration tests need Redis at %s: %v", redisURL(), err)
-		}
-		t.Skipf("skipping integration test: no Redis at %s: %v (start redis-server or set %s)", redisURL(), err, redisURLEnv)
+		t.Fatalf("integration tests need Redis at %s: %v", url, err)
 	}
 	// Glob-safe, so the prefix can be a SCAN pattern as it is.
 	prefix := fmt.Sprintf("walrelay-test:%s-%08x:", unsafeChars.ReplaceAllString(t.Name(), "_"), rand.Uint32())
-	r := &testRedis{t: t, client: client, prefix: prefix}
+	r := &testRedis{t: t, url: url, client: client, prefix: prefix}
 	t.Cleanup(r.deleteKeys)
 	return r
 }
@@ -99,7 +89,7 @@ func (r *testRedis) deleteKeys() {
 // config is a sink config writing to the test's streams, one per aggregate type.
 func (r *testRedis) config() redis.Config {
 	cfg := redis.DefaultConfig()
-	cfg.URL = redisURL()
+	cfg.URL = r.url
 	cfg.StreamTemplate = r.prefix + "{aggregate_type}"
 	return cfg
 }

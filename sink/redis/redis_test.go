@@ -234,7 +234,7 @@ func TestEventError(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	r := newTestRedis(t)
-	proxy := testenv.NewProxy(t, redisAddr(t))
+	proxy := testenv.NewProxy(t, r.addr())
 	cfg := r.config()
 	cfg.URL = "redis://" + proxy.Addr() + "/0"
 	s := newSink(t, cfg)
@@ -311,7 +311,7 @@ func TestUnreachable(t *testing.T) {
 func TestBufferBound(t *testing.T) {
 	t.Parallel()
 	r := newTestRedis(t)
-	proxy := testenv.NewProxy(t, redisAddr(t))
+	proxy := testenv.NewProxy(t, r.addr())
 	cfg := r.config()
 	cfg.URL = "redis://" + proxy.Addr() + "/0"
 	cfg.MaxBufferedEvents = 10

@@ -138,7 +138,7 @@ func TestRelayRedisOutage(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	conn := testenv.Connect(t, dbURL)
 	writer := testenv.Connect(t, dbURL)
-	proxy := testenv.NewProxy(t, redisAddr(t))
+	proxy := testenv.NewProxy(t, r.addr())
 	cfg := r.config()
 	cfg.URL = "redis://" + proxy.Addr() + "/0"
 	logs := &logBuffer{}
