@@ -206,17 +206,7 @@ func (c *consumer) waitFor(timeout time.Duration, cond func() bool) bool {
 	return true
 }
 
-// waitUntil polls cond until it holds or timeout passes.
-func waitUntil(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
-	}
-	return true
-}
+var waitUntil = testenv.Eventually
 
 // newSink creates a sink closed when the test ends.
 func newSink(t *testing.T, cfg rabbitmq.Config) *rabbitmq.Sink {

@@ -138,17 +138,7 @@ func (r *testRedis) xlen(stream string) int64 {
 	return n
 }
 
-// waitFor polls cond until it holds or the timeout ends.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
-	return true
-}
+var waitFor = testenv.Eventually
 
 // outcomes records done calls per published event.
 type outcomes struct {
