@@ -28,6 +28,8 @@ type Config struct {
 	Sink sink.Sink
 	// Table is the outbox table, optionally schema-qualified.
 	Table string
+	// Columns names the table's columns (default: the article's names).
+	Columns outbox.Columns
 	// Slot is the logical replication slot's name; one relay streams it at a time.
 	Slot string
 	// Publication is created for Table (inserts only) when missing.
@@ -115,6 +117,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Table:             outbox.DefaultTable,
+		Columns:           outbox.DefaultColumns(),
 		Slot:              "walrelay",
 		Publication:       "walrelay",
 		SlotFailover:      true,
@@ -164,6 +167,9 @@ func (c *Config) validateNames() error {
 	}
 	if !tableName.MatchString(c.Table) {
 		p.add("table %q is not a table name (name or schema.name)", c.Table)
+	}
+	if err := c.Columns.Validate(); err != nil {
+		p.add("%w", err)
 	}
 	if !slotName.MatchString(c.Slot) {
 		p.add("slot %q: use 1 to 63 lowercase letters, digits and underscores", c.Slot)
