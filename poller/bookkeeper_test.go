@@ -47,11 +47,6 @@ func TestBookkeeperSettlesAfterCommit(t *testing.T) {
 	defer cancel()
 	dbURL := testenv.MigratedDatabase(t)
 	conn := testenv.Connect(t, dbURL)
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	evs := testenv.WriteTx(t, conn, []string{"a"}, "e", 5, false)
 	acked, failed, bad, covered, handedOver := evs[0], evs[1], evs[2], evs[3], evs[4]
 	if _, err := conn.Exec(ctx, "UPDATE outbox_events SET attempts = 1, retry_after = now() + interval '1 hour' WHERE id = $1",
@@ -59,12 +54,7 @@ func TestBookkeeperSettlesAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy())
-	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
-	bkCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = bk.Run(bkCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	bk := runBookkeeper(t, dbURL)
 
 	got := &settled{err: map[string]error{}}
 	record := func(o poller.Outcome) { o.Settle = got.settler(o.Event.ID); bk.Record(o) }
@@ -118,17 +108,7 @@ func TestBookkeeperWaitsForInvisibleRow(t *testing.T) {
 	defer cancel()
 	dbURL := testenv.MigratedDatabase(t)
 	conn := testenv.Connect(t, dbURL)
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy())
-	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
-	bkCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = bk.Run(bkCtx); close(done) }()
-	defer func() { stop(); <-done }()
+	bk := runBookkeeper(t, dbURL)
 
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -160,4 +140,20 @@ func TestBookkeeperWaitsForInvisibleRow(t *testing.T) {
 	if !got.has(ev.ID) || !processed {
 		t.Fatalf("after the commit: settled %v, marked %v; want both", got.has(ev.ID), processed)
 	}
+}
+
+// runBookkeeper runs a marking bookkeeper on dbURL's outbox until the test ends.
+func runBookkeeper(t *testing.T, dbURL string) *poller.Bookkeeper {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy())
+	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+	done := make(chan struct{})
+	go func() { _ = bk.Run(ctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done; pool.Close() })
+	return bk
 }

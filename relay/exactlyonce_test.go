@@ -10,9 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/relay"
 )
@@ -93,12 +91,6 @@ func TestExactlyOncePositionFromAnotherClusterIsIgnored(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := pgcluster.BinDir(); err != nil && testenv.Cluster(t) == nil {
-		if testenvCI() {
-			t.Fatal("CI is set, but this test needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
-		}
-		t.Skip("needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
-	}
 	broker := testenv.Kafka(t)
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	eo := func(c *config) { c.Delivery = relay.ExactlyOnce }
@@ -121,15 +113,7 @@ func TestExactlyOncePositionFromAnotherClusterIsIgnored(t *testing.T) {
 	}
 	positionLSN := testenv.CurrentLSN(t, first)
 
-	pg, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	secondURL := pg.URL("postgres")
-	if _, err := migrations.Up(ctx, secondURL, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, secondURL := ownCluster(t, "", nil)
 	second := testenv.Connect(t, secondURL)
 	if lsn := testenv.CurrentLSN(t, second); lsn >= positionLSN {
 		t.Fatalf("the second cluster is at %s, not below the first one's position %s: the test proves nothing", lsn, positionLSN)
@@ -150,7 +134,7 @@ func TestExactlyOncePositionFromAnotherClusterIsIgnored(t *testing.T) {
 }
 
 // An unmappable row in a large transaction whose dead-letter write fails once: the
-// Kafka commits after it must wait for that write, or the next session finds the
+// Kafka commits after it must wait for that write, or the next replication session finds the
 // row's index covered and skips it, leaving it neither dead-lettered nor published.
 func TestExactlyOnceUnmappableRowIsNeverSkipped(t *testing.T) {
 	t.Parallel()

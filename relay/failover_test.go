@@ -13,7 +13,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
@@ -23,15 +22,8 @@ import (
 // returns them with a two-host URL that always reaches the one that accepts writes.
 func primaryWithStandby(t *testing.T, ctx context.Context, binDir string, standbySettings map[string]string) (primary, standby *pgcluster.Cluster, url string) {
 	t.Helper()
-	primary, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: binDir, Settings: map[string]string{"synchronous_commit": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { primary.Close() })
-	if _, err := migrations.Up(ctx, primary.URL("postgres"), nil); err != nil {
-		t.Fatal(err)
-	}
-	standby, err = primary.StartStandby(ctx, "standby1", standbySettings)
+	primary, _ = ownCluster(t, binDir, nil)
+	standby, err := primary.StartStandby(ctx, "standby1", standbySettings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +52,7 @@ func TestFailoverWithoutFailoverSlotIsReported(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	binDir, err := pgcluster.BinDir()
-	if err != nil {
-		needBinaries(t, err)
-	}
-	primary, standby, url := primaryWithStandby(t, ctx, binDir, nil)
+	primary, standby, url := primaryWithStandby(t, ctx, "", nil)
 	broker := testenv.Kafka(t)
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	onPrimary := testenv.Connect(t, primary.URL("postgres"))
@@ -117,16 +105,6 @@ func TestFailoverWithoutFailoverSlotIsReported(t *testing.T) {
 	}
 	t.Logf("%d events written, %d records delivered (%d again, from the catch-up pass)", len(written),
 		len(consumer.Records), len(consumer.Records)-consumer.Distinct())
-}
-
-// needBinaries fails the test under CI, and skips it elsewhere, for want of server
-// binaries.
-func needBinaries(t *testing.T, err error) {
-	t.Helper()
-	if testenvCI() {
-		t.Fatal("CI is set, but this test needs local PostgreSQL binaries for clusters of its own: " + err.Error())
-	}
-	t.Skip("needs local PostgreSQL binaries for clusters of its own: " + err.Error())
 }
 
 // PostgreSQL 17 with a failover slot: a synchronous standby keeps a copy of the slot

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
 )
@@ -105,4 +108,41 @@ func aggregates(prefix string, n int) []string {
 		out[i] = prefix + "-" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
 	}
 	return out
+}
+
+// ownCluster starts a migrated PostgreSQL cluster for the test alone, from binDir
+// ("": the default binaries) with settings, and returns it and its URL: for tests
+// that restart or fail the server, tune it, or must not see other tests' WAL.
+func ownCluster(t *testing.T, binDir string, settings map[string]string) (*pgcluster.Cluster, string) {
+	t.Helper()
+	if binDir == "" {
+		var err error
+		if binDir, err = pgcluster.BinDir(); err != nil {
+			needBinaries(t, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	all := map[string]string{"synchronous_commit": "on"}
+	maps.Copy(all, settings)
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: binDir, Settings: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	dbURL := pg.URL("postgres")
+	if _, err := migrations.Up(ctx, dbURL, nil); err != nil {
+		t.Fatal(err)
+	}
+	return pg, dbURL
+}
+
+// needBinaries fails the test under CI, and skips it elsewhere, for want of server
+// binaries.
+func needBinaries(t *testing.T, err error) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal("CI is set, but this test needs local PostgreSQL binaries for clusters of its own: " + err.Error())
+	}
+	t.Skip("needs local PostgreSQL binaries for clusters of its own: " + err.Error())
 }

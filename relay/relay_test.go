@@ -13,9 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
 )
 
@@ -212,7 +210,7 @@ func TestConfirmWaitsForBroker(t *testing.T) {
 	t.Parallel()
 	const senderTimeout = 1500 * time.Millisecond
 	const window = 30
-	dbURL := ownCluster(t)
+	_, dbURL := ownCluster(t, "", nil)
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
 	reg := prometheus.NewRegistry()
@@ -273,29 +271,6 @@ func TestConfirmWaitsForBroker(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
 	}
-}
-
-// ownCluster starts a migrated PostgreSQL cluster for the test alone and returns
-// its URL, for a test that reads the server's WAL position and must not see other
-// tests' writes in it.
-func ownCluster(t *testing.T) string {
-	t.Helper()
-	binDir, err := pgcluster.BinDir()
-	if err != nil {
-		needBinaries(t, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pg, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: binDir, Settings: map[string]string{"synchronous_commit": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	dbURL := pg.URL("postgres")
-	if _, err := migrations.Up(ctx, dbURL, nil); err != nil {
-		t.Fatal(err)
-	}
-	return dbURL
 }
 
 func walsenderPID(t *testing.T, conn *pgx.Conn, slot string) int {

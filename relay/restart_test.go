@@ -7,9 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
 )
 
@@ -30,22 +28,8 @@ func TestCleanServerRestartRepeats(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := pgcluster.BinDir(); err != nil && testenv.Cluster(t) == nil {
-		if testenvCI() {
-			t.Fatal("CI is set, but this test needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
-		}
-		t.Skip("needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
-	}
-	pg, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
+	pg, dbURL := ownCluster(t, "", nil)
 	major := pg.ServerVersionNum() / 10000
-	dbURL := pg.URL("postgres")
-	if _, err := migrations.Up(ctx, dbURL, nil); err != nil {
-		t.Fatal(err)
-	}
 	broker := testenv.Kafka(t)
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	// One aggregate, so one partition: what the relay publishes again after the
@@ -119,7 +103,7 @@ func TestCleanServerRestartRepeats(t *testing.T) {
 	stopped := repeatsAfter(conn, "stopped")
 
 	// Round 2: the relay streams through the restart and reconnects by itself. Last,
-	// because its first session after the restart may fail once more on a pooled
+	// because its first replication session after the restart may fail once more on a pooled
 	// connection the shutdown terminated, and resend from the slot again.
 	confirmedBurst(conn, "streaming")
 	conn = restart()

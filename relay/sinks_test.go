@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -64,8 +63,6 @@ func TestBuiltInSinks(t *testing.T) {
 		})
 	}
 }
-
-func testenvCI() bool { return os.Getenv("CI") != "" }
 
 func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
 	return metricByName(t, reg, name)

@@ -8,9 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 )
@@ -23,23 +21,9 @@ func TestLostSlotIsReplaced(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := pgcluster.BinDir(); err != nil && testenv.Cluster(t) == nil {
-		if testenvCI() {
-			t.Fatal("CI is set, but this test needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
-		}
-		t.Skip("needs local PostgreSQL binaries for a cluster of its own: " + err.Error())
-	}
-	pg, err := pgcluster.Start(ctx, pgcluster.Options{Settings: map[string]string{
-		"max_slot_wal_keep_size": "32MB", "max_wal_size": "64MB", "min_wal_size": "32MB", "synchronous_commit": "on",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	dbURL := pg.URL("postgres")
-	if _, err := migrations.Up(ctx, dbURL, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, dbURL := ownCluster(t, "", map[string]string{
+		"max_slot_wal_keep_size": "32MB", "max_wal_size": "64MB", "min_wal_size": "32MB",
+	})
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)

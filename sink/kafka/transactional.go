@@ -216,7 +216,7 @@ func (t *Transactional) promise(kr *kgo.Record, err error) {
 		return
 	}
 	// A partition that is down fails the transaction but poisons no record: the
-	// next session's transaction carries them again.
+	// next replication session's transaction carries them again.
 	poisoned := eventFault(err)
 	t.mu.Lock()
 	defer t.mu.Unlock()
