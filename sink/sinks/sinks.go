@@ -107,9 +107,10 @@ func (c Config) redis(w Window) redis.Config {
 	return r
 }
 
-// Open builds the selected broker's client, sized above w. Clients that must reach
-// their broker to start (RabbitMQ) are retried with backoff between retryMin and
-// retryMax until ctx ends.
+// Open builds the selected broker's client, sized above w. A client that must reach
+// its broker to start (RabbitMQ) is retried with backoff between retryMin and
+// retryMax until ctx ends; the others fail only on their configuration, which
+// retrying cannot fix.
 func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, retryMax time.Duration) (sink.Sink, error) {
 	build := func() (sink.Sink, error) {
 		switch c.Kind {
@@ -125,8 +126,8 @@ func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, r
 	retry := backoff.New(retryMin, retryMax)
 	for {
 		snk, err := build()
-		if err == nil {
-			return snk, nil
+		if err == nil || c.Kind != RabbitMQ {
+			return snk, err
 		}
 		wait := retry.Next()
 		log.Error("cannot start the "+string(c.Kind)+" client; check its address and that the broker is up; retrying",
