@@ -10,10 +10,11 @@ import (
 
 	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/sink"
 )
 
 // Outcome is one streamed event's result: Err nil when the broker acked it, or the
-// event error that hands it over. Settle is called once the bookkeeping committed
+// event error that hands it over. Bookkept is told once the bookkeeping committed
 // (nil), or could not be done (the error; the event then stays unsettled and the
 // stream delivers it again).
 type Outcome struct {
@@ -26,7 +27,9 @@ type Outcome struct {
 	// left out of it for the poller: its row is marked unless the poller has it.
 	Covered bool
 	LSN     pglogrepl.LSN // the commit LSN of the event's transaction, for logs
-	Settle  Settler
+	// Bookkept is a sink.Done, so that the relay's per-event state can take both
+	// verdicts, the broker's and the bookkeeping's, without a closure per event.
+	Bookkept sink.Done
 
 	firstMissed time.Time // when the row was first not found to mark
 }
@@ -34,16 +37,6 @@ type Outcome struct {
 // invisibleFor bounds how long an acked row may stay unfound before the bookkeeper
 // settles it anyway (the application may have deleted it), with a warning.
 const invisibleFor = time.Minute
-
-// Settler is told the outcome of an event's bookkeeping. An interface rather than a
-// func, so that the relay's per-event state is the settler and costs no closure.
-type Settler interface{ Settle(error) }
-
-// SettleFunc adapts a func to Settler.
-type SettleFunc func(error)
-
-// Settle calls f.
-func (f SettleFunc) Settle(err error) { f(err) }
 
 // Bookkeeper records the outcomes of streamed events in the outbox table, in
 // batches: acked rows per the --on-publish mode, failed ones as attempts for the
@@ -174,7 +167,7 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 			b.log.Warn("acked row still not found to mark; settling it unmarked (deleted by the application?)",
 				"event_id", o.Event.ID, "lsn", o.LSN.String())
 		}
-		o.Settle.Settle(err)
+		o.Bookkept.Done(err)
 	}
 	n := len(batch) - len(retry)
 	clear(batch)

@@ -22,8 +22,8 @@ type settled struct {
 	err map[string]error
 }
 
-func (s *settled) settler(id string) poller.Settler {
-	return poller.SettleFunc(func(err error) {
+func (s *settled) settler(id string) sink.Done {
+	return sink.DoneFunc(func(err error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.err[id] = err
@@ -57,7 +57,7 @@ func TestBookkeeperSettlesAfterCommit(t *testing.T) {
 	bk := runBookkeeper(t, dbURL)
 
 	got := &settled{err: map[string]error{}}
-	record := func(o poller.Outcome) { o.Settle = got.settler(o.Event.ID); bk.Record(o) }
+	record := func(o poller.Outcome) { o.Bookkept = got.settler(o.Event.ID); bk.Record(o) }
 	record(poller.Outcome{Event: &acked})
 	record(poller.Outcome{Event: &failed, Err: &sink.EventError{Err: errors.New("too large")}})
 	record(poller.Outcome{Event: &outbox.Event{ID: bad.ID}, Err: errors.New("created_at is infinity"), Unpublishable: true})
@@ -119,7 +119,7 @@ func TestBookkeeperWaitsForInvisibleRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := &settled{err: map[string]error{}}
-	bk.Record(poller.Outcome{Event: &ev, Settle: got.settler(ev.ID)})
+	bk.Record(poller.Outcome{Event: &ev, Bookkept: got.settler(ev.ID)})
 	// Several batches pass while the row is invisible; it must not settle.
 	waitCtx, cancelWait := context.WithTimeout(ctx, 300*time.Millisecond)
 	err = bk.Wait(waitCtx)

@@ -41,7 +41,8 @@ func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
 }
 
 // inflight is one event between the sink and its settlement: all the per-event state
-// in one allocation, which is also the sink's Done and the bookkeeping's Settler.
+// in one allocation. It takes the sink's verdict (Done); as *bookkept, the
+// bookkeeping's.
 type inflight struct {
 	ev   outbox.Event
 	pub  *publisher
@@ -71,15 +72,19 @@ func (f *inflight) Done(err error) {
 	case err == nil && !p.markAcks:
 		f.txn.Done(f.size, nil)
 	case err == nil || sink.IsEventError(err):
-		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.at.lsn, Settle: f})
+		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.at.lsn, Bookkept: (*bookkept)(f)})
 	default:
 		f.txn.Done(f.size, fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w",
 			f.ev.ID, f.ev.EventType, f.ev.AggregateID, err))
 	}
 }
 
-// Settle takes the outcome of the event's bookkeeping.
-func (f *inflight) Settle(err error) {
+// bookkept is an inflight whose Done takes the bookkeeping's verdict.
+type bookkept inflight
+
+// Done takes the outcome of the event's bookkeeping.
+func (b *bookkept) Done(err error) {
+	f := (*inflight)(b)
 	if err != nil {
 		err = fmt.Errorf("bookkeeping for event %s: %w", f.ev.ID, err)
 	}
@@ -107,7 +112,7 @@ func (p *publisher) acked(o poller.Outcome, txn *replication.Txn, size int) {
 // then, when set, is told the result first.
 func (p *publisher) record(o poller.Outcome, txn *replication.Txn, size int, then func(error)) {
 	id := o.Event.ID
-	o.Settle = poller.SettleFunc(func(err error) {
+	o.Bookkept = sink.DoneFunc(func(err error) {
 		if err != nil {
 			err = fmt.Errorf("bookkeeping for event %s: %w", id, err)
 		}
