@@ -3,6 +3,9 @@ package nats
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"syscall"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,7 +75,8 @@ func classify(err error) class {
 	case errors.Is(err, nats.ErrDisconnected),
 		errors.Is(err, nats.ErrConnectionReconnecting),
 		errors.Is(err, nats.ErrReconnectBufExceeded),
-		errors.Is(err, jetstream.ErrTooManyStalledMsgs):
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs),
+		lostConnection(err):
 		return classReconnect
 	case errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, nats.ErrNoResponders):
@@ -97,4 +101,14 @@ func classify(err error) class {
 		}
 	}
 	return classBroker
+}
+
+// lostConnection reports a write or read on a connection that just died (a broken
+// pipe, a reset, an end of stream): the client reconnects, so it is the outage's,
+// not the broker's. Failing the event instead would let newer events, sent after the
+// reconnect, overtake it.
+func lostConnection(err error) bool {
+	var netErr *net.OpError
+	return errors.As(err, &netErr) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

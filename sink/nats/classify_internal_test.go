@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +30,9 @@ func TestClassify(t *testing.T) {
 		{"publish while reconnecting, no buffer", nats.ErrReconnectBufExceeded, classReconnect},
 		{"max pending stall", jetstream.ErrTooManyStalledMsgs, classReconnect},
 		{"wrapped disconnect", fmt.Errorf("publish: %w", nats.ErrDisconnected), classReconnect},
+		{"write on a dying connection", &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}, classReconnect},
+		{"reset", fmt.Errorf("read: %w", syscall.ECONNRESET), classReconnect},
+		{"end of stream", io.EOF, classReconnect},
 
 		// No responders: which stream captures the subject decides.
 		{"no stream response after retries", jetstream.ErrNoStreamResponse, classNoResponders},
