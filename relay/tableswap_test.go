@@ -46,7 +46,10 @@ func TestOutboxTableReplacedUnderTheStream(t *testing.T) {
 	if !errors.As(err, &setupErr) || !strings.Contains(err.Error(), "was replaced") {
 		t.Fatalf("Run returned %v, want a setup error saying the table was replaced", err)
 	}
-	if confirmed := testenv.SlotLSN(t, conn, "swapped"); confirmed >= afterSwap {
+	// Up to afterSwap is allowed: the walsender may send the swap's commit before the
+	// commit is visible to the relay's table check, which then passes once more. Every
+	// insert into the new table comes after afterSwap, so none is confirmed.
+	if confirmed := testenv.SlotLSN(t, conn, "swapped"); confirmed > afterSwap {
 		t.Errorf("the slot confirmed %s, past the swap (WAL at %s after it)", confirmed, afterSwap)
 	}
 
