@@ -48,7 +48,9 @@ func WatchTable(ctx context.Context, conn *pgx.Conn, table, publication, slot st
 
 // Check fails with a *SetupError when the table was replaced or left the
 // publication since WatchTable. Call it before confirming an LSN: a change it does not
-// see has an LSN past what was received, so nothing confirmed passes it.
+// see yet committed at the earliest at the end of what was received (a commit can
+// reach the stream a moment before other sessions see it), and every insert into the
+// replaced table comes after that change, so nothing confirmed passes one.
 func (w *TableWatch) Check(ctx context.Context, conn *pgx.Conn) error {
 	_, err := w.current(ctx, conn)
 	return err
