@@ -59,7 +59,7 @@ func TestBookkeeperSettlesAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy())
+	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
 	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	bkCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -123,7 +123,7 @@ func TestBookkeeperWaitsForInvisibleRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy())
+	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
 	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	bkCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
