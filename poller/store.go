@@ -60,8 +60,10 @@ func (s *Store) recordFailureSQL() string {
 	for i, k := range c.shape.Key {
 		key[i] = ident(k)
 	}
+	// OVERRIDING SYSTEM VALUE: the row keeps its id also when the column is
+	// GENERATED ALWAYS AS IDENTITY (it changes nothing for other columns).
 	return `INSERT INTO ` + s.table + ` AS o (` + names + `, attempts, last_error, retry_after, dead_lettered_at)
-			VALUES (` + values + `, 1, $6,
+			OVERRIDING SYSTEM VALUE VALUES (` + values + `, 1, $6,
 				now() + make_interval(secs => $7::float8 * (0.5 + random() / 2)),
 				CASE WHEN 1 >= $9 THEN now() END)
 			ON CONFLICT (` + strings.Join(key, ", ") + `) DO UPDATE SET
