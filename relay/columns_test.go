@@ -15,6 +15,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -169,6 +170,60 @@ func TestDebeziumTableShape(t *testing.T) {
 		}
 	}
 	waitMarked(t, conn, "outbox", len(all))
+
+	// walrelay status reads the same table through the mapping.
+	statusCfg := relay.DefaultConfig()
+	statusCfg.DatabaseURL, statusCfg.Table, statusCfg.Columns = dbURL, "outbox", debeziumColumns
+	statusCfg.Slot, statusCfg.Publication = "debezium", "own"
+	st, err := relay.ReadStatus(ctx, statusCfg, relay.StatusLimits{StallTimeout: time.Minute})
+	if err != nil || st.PendingRows != 0 || st.DeadLetters != 0 || !st.PublicationExists {
+		t.Errorf("status: %+v, %v; want no pending rows or dead letters", st, err)
+	}
+}
+
+// In poll mode the poller alone relays Debezium's table: without a created_at
+// column it goes in physical order, publishes each row once and marks it.
+func TestDebeziumTableShapePollMode(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	execSQL(t, conn, `CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`)
+	execSQL(t, conn, addBookkeeping("outbox"))
+	start(t, dbURL, broker, "unused", fastRetries, func(c *config) {
+		c.Mode, c.Table, c.Columns = relay.ModePoll, "outbox", debeziumColumns
+	})
+	var ids []string
+	for i := range 30 {
+		var id string
+		if err := conn.QueryRow(ctx, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+			VALUES (gen_random_uuid(), 'order', $1, 'OrderCreated', '{}') RETURNING id::text`, fmt.Sprintf("agg-%d", i%3)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	if !consumer.WaitDistinct(time.Minute, len(ids)) {
+		t.Fatalf("%d of %d events delivered", consumer.Distinct(), len(ids))
+	}
+	seq := map[string]int{}
+	for i, id := range ids {
+		seq[id] = i
+	}
+	last := map[string]int{}
+	for _, rec := range consumer.Records {
+		id := testenv.Header(rec, "id")
+		if consumer.Count(id) != 1 {
+			t.Errorf("event %s delivered %d times", id, consumer.Count(id))
+		}
+		if prev, ok := last[string(rec.Key)]; ok && seq[id] < prev {
+			t.Errorf("aggregate %s: event %d after event %d", rec.Key, seq[id], prev)
+		}
+		last[string(rec.Key)] = seq[id]
+	}
+	waitMarked(t, conn, "outbox", len(ids))
 }
 
 // Ids of type bigint and text, payloads of type text, bytea and json and created_at
