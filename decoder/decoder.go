@@ -69,17 +69,23 @@ type Decoder struct {
 	// value means the OID was described and belongs to another table; an
 	// absent key means no Relation message named it yet.
 	rels map[uint32]*relation
+	// names are the table's column names by field (columnNames).
+	names [numColumns]string
 
 	slab []byte // where events' bytes are carved from; see carve
 }
 
-// New returns a decoder for inserts into schema.table (e.g. "public", "outbox_events").
-func New(schema, table string) *Decoder {
+// New returns a decoder for inserts into schema.table (e.g. "public", "outbox_events")
+// whose columns are named by cols (outbox.DefaultColumns for walrelay's own table).
+// With cols.CreatedAt empty, events leave CreatedAt zero for the caller to fill
+// with the commit time.
+func New(schema, table string, cols outbox.Columns) *Decoder {
 	return &Decoder{
 		schema:    schema,
 		table:     table,
 		qualified: schema + "." + table,
 		rels:      make(map[uint32]*relation),
+		names:     columnNames(cols),
 	}
 }
 

@@ -22,7 +22,7 @@ var updateCorpus = flag.Bool("update", false, "rewrite the seed corpus in testda
 // twice, so a fuzzed Relation message also exercises the cache it left.
 func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d := decoder.New("public", "outbox_events")
+		d := decoder.New("public", "outbox_events", outbox.DefaultColumns())
 		var m decoder.Message
 		if err := d.Decode(outboxRelation(defaultCols), &m); err != nil {
 			t.Fatal(err)

@@ -89,7 +89,7 @@ func goodEvent() outbox.Event {
 // outbox table with cols.
 func newDecoder(t testing.TB, cols []relCol) *decoder.Decoder {
 	t.Helper()
-	d := decoder.New("public", "outbox_events")
+	d := decoder.New("public", "outbox_events", outbox.DefaultColumns())
 	var m decoder.Message
 	if err := d.Decode(outboxRelation(cols), &m); err != nil {
 		t.Fatalf("decode relation: %v", err)
@@ -137,7 +137,7 @@ func TestDecodeBegin(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := decoder.New("public", "outbox_events")
+			d := decoder.New("public", "outbox_events", outbox.DefaultColumns())
 			m := decoder.Message{Event: goodEvent(), EndLSN: 99} // stale fields must be cleared
 			if err := d.Decode(beginMsg(tc.lsn, tc.commit, tc.xid), &m); err != nil {
 				t.Fatal(err)
@@ -164,7 +164,7 @@ func TestDecodeCommit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := decoder.New("public", "outbox_events")
+			d := decoder.New("public", "outbox_events", outbox.DefaultColumns())
 			m := decoder.Message{Xid: 5, FinalLSN: 5}
 			if err := d.Decode(commitMsg(tc.flags, tc.commitLSN, tc.endLSN, tc.commit), &m); err != nil {
 				t.Fatal(err)
@@ -560,7 +560,7 @@ func TestDecodeRejectsProtocolV2(t *testing.T) {
 }
 
 func TestRelationOtherTableThenInsertSkipped(t *testing.T) {
-	d := decoder.New("public", "outbox_events")
+	d := decoder.New("public", "outbox_events", outbox.DefaultColumns())
 	var m decoder.Message
 	if err := d.Decode(relationMsg(otherOID, "public", "orders", defaultCols), &m); err != nil || m.Kind != decoder.KindSkip {
 		t.Fatalf("relation: kind %v err %v", m.Kind, err)
@@ -615,7 +615,7 @@ func TestSchemaError(t *testing.T) {
 				}
 			}
 			cols = append(cols, relCol{name: missing.name + "_old", typ: oidText, typmod: -1})
-			d := decoder.New("public", "outbox_events")
+			d := decoder.New("public", "outbox_events", outbox.DefaultColumns())
 			var m decoder.Message
 			err := d.Decode(outboxRelation(cols), &m)
 			var se *decoder.SchemaError

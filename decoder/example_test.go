@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/decoder"
+	"github.com/walrelay/walrelay/outbox"
 )
 
 func ExampleDecoder_Decode() {
@@ -18,7 +19,7 @@ func ExampleDecoder_Decode() {
 		commitMsg(0, 0x16B3748, 0x16B3778, commit),
 	}
 
-	d := decoder.New("public", "outbox_events")
+	d := decoder.New("public", "outbox_events", outbox.DefaultColumns())
 	var m decoder.Message
 	for _, data := range stream {
 		if err := d.Decode(data, &m); err != nil {

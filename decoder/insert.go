@@ -3,6 +3,7 @@ package decoder
 import (
 	"encoding/binary"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"github.com/walrelay/walrelay/outbox"
@@ -53,7 +54,7 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 		m.Kind = KindHandedOver
 		return nil
 	}
-	if err := d.fill(data, &spans, &m.Event); err != nil {
+	if err := d.fill(data, rel, &spans, &m.Event); err != nil {
 		return err
 	}
 	m.Kind = KindInsert
@@ -110,8 +111,11 @@ func readTuple(r *reader, rel *relation) (spans [numColumns]span, err error) {
 // fill checks the outbox columns and copies them into ev. All string bytes
 // go into one piece of the decoder's current slab, so ev shares nothing with
 // data and an insert costs no allocation of its own.
-func (d *Decoder) fill(data []byte, spans *[numColumns]span, ev *outbox.Event) error {
+func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *outbox.Event) error {
 	for f := range numFields {
+		if d.names[f] == "" {
+			continue // no such column (created_at)
+		}
 		switch spans[f].kind {
 		case 'n':
 			return d.rowError(data, spans, f, "is NULL")
@@ -119,15 +123,31 @@ func (d *Decoder) fill(data []byte, spans *[numColumns]span, ev *outbox.Event) e
 			return d.rowError(data, spans, f, "is an unchanged TOAST value, which an insert never carries")
 		}
 	}
-	ts := spans[fieldCreatedAt]
-	createdAt, ok := parseTimestamptz(data[ts.off : ts.off+ts.n])
-	if !ok {
-		return d.rowError(data, spans, fieldCreatedAt, "value "+quoteValue(data[ts.off:ts.off+ts.n])+
-			" is not a finite timestamptz in ISO format (like 2006-01-02 15:04:05.999999+00)")
+	var createdAt time.Time
+	if d.names[fieldCreatedAt] != "" {
+		ts := spans[fieldCreatedAt]
+		var ok bool
+		if createdAt, ok = parseTimestamp(data[ts.off:ts.off+ts.n], !rel.createdAtLocal); !ok {
+			want := "a finite timestamptz in ISO format (like 2006-01-02 15:04:05.999999+00)"
+			if rel.createdAtLocal {
+				want = "a finite timestamp in ISO format (like 2006-01-02 15:04:05.999999)"
+			}
+			return d.rowError(data, spans, fieldCreatedAt, "value "+quoteValue(data[ts.off:ts.off+ts.n])+" is not "+want)
+		}
+	}
+	payload := data[spans[fieldPayload].off : spans[fieldPayload].off+spans[fieldPayload].n]
+	payloadLen := len(payload)
+	if rel.payloadBytea {
+		// pgoutput sends bytea in its text form, \x and two hex digits a byte
+		// (bytea_output = hex, which the replication connection sets).
+		if len(payload) < 2 || payload[0] != '\\' || payload[1] != 'x' || len(payload)%2 != 0 {
+			return d.rowError(data, spans, fieldPayload, "bytea value is not in hex format (\\x...); set bytea_output = hex")
+		}
+		payloadLen = (len(payload) - 2) / 2
 	}
 
-	total := 0
-	for f := range fieldCreatedAt {
+	total := payloadLen
+	for f := range fieldPayload {
 		total += spans[f].n
 	}
 	buf := d.carve(total)
@@ -152,15 +172,40 @@ func (d *Decoder) fill(data []byte, spans *[numColumns]span, ev *outbox.Event) e
 		EventType:     str(fieldEventType),
 		CreatedAt:     createdAt,
 	}
-	start, end := take(fieldPayload)
-	ev.Payload = buf[start:end:end]
+	if !rel.payloadBytea {
+		start, end := take(fieldPayload)
+		ev.Payload = buf[start:end:end]
+		return nil
+	}
+	out := buf[off : off+payloadLen : off+payloadLen]
+	for i := range out {
+		hi, ok1 := unhex(payload[2+2*i])
+		lo, ok2 := unhex(payload[3+2*i])
+		if !ok1 || !ok2 {
+			return d.rowError(data, spans, fieldPayload, "bytea value has a character that is not a hex digit")
+		}
+		out[i] = hi<<4 | lo
+	}
+	ev.Payload = out
 	return nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // rowError reports field f of the row, naming the row by its id when that
 // column could be read.
 func (d *Decoder) rowError(data []byte, spans *[numColumns]span, f int, reason string) *RowError {
-	e := &RowError{Table: d.qualified, Column: columnNames[f], Reason: reason}
+	e := &RowError{Table: d.qualified, Column: d.names[f], Reason: reason}
 	if id := spans[fieldID]; id.kind == 't' || id.kind == 'b' {
 		e.ID = string(data[id.off : id.off+id.n])
 	}

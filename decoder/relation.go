@@ -1,5 +1,7 @@
 package decoder
 
+import "github.com/walrelay/walrelay/outbox"
+
 // Fields of outbox.Event, in the order errors report them: the required columns.
 const (
 	fieldID = iota
@@ -19,25 +21,36 @@ const (
 	numColumns
 )
 
-// columnNames are the outbox table's column names, indexed by field.
-var columnNames = [numColumns]string{
-	fieldID:            "id",
-	fieldAggregateType: "aggregate_type",
-	fieldAggregateID:   "aggregate_id",
-	fieldEventType:     "event_type",
-	fieldPayload:       "payload",
-	fieldCreatedAt:     "created_at",
-	fieldRetryAfter:    "retry_after",
+// columnNames maps outbox.Columns to the table's column names, indexed by field.
+// An empty name is a column the table does not have (only created_at may be
+// missing: the commit time stands in for it).
+func columnNames(c outbox.Columns) [numColumns]string {
+	return [numColumns]string{
+		fieldID:            c.ID,
+		fieldAggregateType: c.AggregateType,
+		fieldAggregateID:   c.AggregateID,
+		fieldEventType:     c.EventType,
+		fieldPayload:       c.Payload,
+		fieldCreatedAt:     c.CreatedAt,
+		fieldRetryAfter:    "retry_after", // bookkeeping columns keep their names
+	}
 }
 
-func fieldOf(name []byte) int8 {
-	for f, c := range columnNames {
-		if string(name) == c {
+func (d *Decoder) fieldOf(name []byte) int8 {
+	for f, c := range d.names {
+		if c != "" && string(name) == c {
 			return int8(f)
 		}
 	}
 	return -1
 }
+
+// Type OIDs that change how a column's text is read.
+const (
+	oidBytea       = 17
+	oidTimestamp   = 1114 // without time zone: read as UTC
+	oidTimestamptz = 1184
+)
 
 // relation is the cached layout of the outbox table.
 type relation struct {
@@ -47,6 +60,10 @@ type relation struct {
 	field []int8
 	// err is set when the table lacks a required column; inserts return it.
 	err *SchemaError
+	// payloadBytea: the payload arrives as bytea's hex text (\x...) and is decoded.
+	payloadBytea bool
+	// createdAtLocal: created_at is a timestamp without time zone, taken as UTC.
+	createdAtLocal bool
 }
 
 // decodeRelation: Byte1('R') Int32 relation OID, String namespace, String
@@ -97,17 +114,24 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		if err != nil {
 			return err
 		}
-		if _, err := r.uint32("column type OID"); err != nil {
+		typ, err := r.uint32("column type OID")
+		if err != nil {
 			return err
 		}
 		if _, err := r.uint32("column type modifier"); err != nil {
 			return err
 		}
 		if ours {
-			f := fieldOf(col)
+			f := d.fieldOf(col)
 			rel.field[i] = f
 			if f >= 0 && f < numFields {
 				seen[f] = true
+			}
+			switch {
+			case f == fieldPayload:
+				rel.payloadBytea = typ == oidBytea
+			case f == fieldCreatedAt:
+				rel.createdAtLocal = typ == oidTimestamp
 			}
 		}
 	}
@@ -120,8 +144,8 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		return nil
 	}
 	for f, ok := range seen {
-		if !ok {
-			rel.err = &SchemaError{Table: d.qualified, Column: columnNames[f]}
+		if !ok && d.names[f] != "" {
+			rel.err = &SchemaError{Table: d.qualified, Column: d.names[f]}
 			d.rels[oid] = rel
 			return rel.err
 		}

@@ -13,7 +13,11 @@ import "time"
 // Years have four or more digits, the fraction one to nine, the offset is
 // ±HH, ±HH:MM or ±HH:MM:SS. The result is in UTC. infinity, -infinity and
 // anything else fail. It does not allocate.
-func parseTimestamptz(b []byte) (time.Time, bool) {
+func parseTimestamptz(b []byte) (time.Time, bool) { return parseTimestamp(b, true) }
+
+// parseTimestamp parses a timestamptz (withZone) or a timestamp without time zone,
+// which has no offset and is taken as UTC.
+func parseTimestamp(b []byte, withZone bool) (time.Time, bool) {
 	p := tsParser{b: b}
 	year := p.digits(4, 9)
 	p.lit('-')
@@ -35,18 +39,19 @@ func parseTimestamptz(b []byte) (time.Time, bool) {
 			nsec *= 10
 		}
 	}
-	sign := 1
-	switch {
-	case p.peek('+'):
-	case p.peek('-'):
-		sign = -1
-	default:
-		return time.Time{}, false
+	sign, offH, offM, offS := 1, 0, 0, 0
+	if withZone {
+		switch {
+		case p.peek('+'):
+		case p.peek('-'):
+			sign = -1
+		default:
+			return time.Time{}, false
+		}
+		p.i++
+		offH = p.digits(2, 2)
 	}
-	p.i++
-	offH := p.digits(2, 2)
-	offM, offS := 0, 0
-	if p.peek(':') {
+	if withZone && p.peek(':') {
 		p.i++
 		offM = p.digits(2, 2)
 		if p.peek(':') {

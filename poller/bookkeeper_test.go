@@ -150,7 +150,7 @@ func runBookkeeper(t *testing.T, dbURL string) *poller.Bookkeeper {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy())
+	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
 	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	done := make(chan struct{})
 	go func() { _ = bk.Run(ctx); close(done) }()

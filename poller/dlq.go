@@ -22,16 +22,25 @@ type DeadLetter struct {
 
 // DeadLetters lists up to limit dead letters, oldest first.
 func (s *Store) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id::text, aggregate_type::text, aggregate_id::text, event_type::text,
-			attempts, coalesce(last_error, ''), created_at, dead_lettered_at
+	c := s.cols
+	created := "NULL::timestamptz" // a table without created_at: left zero
+	if c.createdAt != "" {
+		created = c.createdAtExpr("")
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+c.id+`::text, `+c.aggType+`::text, `+c.aggID+`::text, `+c.eventType+`::text,
+			attempts, coalesce(last_error, ''), `+created+`, dead_lettered_at
 		FROM `+s.table+` WHERE dead_lettered_at IS NOT NULL AND processed_at IS NULL
-		ORDER BY created_at LIMIT $1`, limit)
+		ORDER BY `+c.order("")+` LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetter, error) {
 		var d DeadLetter
-		err := r.Scan(&d.ID, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Attempts, &d.LastError, &d.CreatedAt, &d.DeadLetteredAt)
+		var created *time.Time
+		err := r.Scan(&d.ID, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Attempts, &d.LastError, &created, &d.DeadLetteredAt)
+		if created != nil {
+			d.CreatedAt = *created
+		}
 		return d, err
 	})
 }
@@ -39,7 +48,7 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error
 // RetryDeadLetters gives dead letters (the ids, or all when ids is empty and all is
 // true) a fresh set of attempts, due now, and returns how many it reset.
 func (s *Store) RetryDeadLetters(ctx context.Context, ids []string, all bool) (int64, error) {
-	where, args := deadLetterFilter(ids, all)
+	where, args := s.deadLetterFilter(ids, all)
 	tag, err := s.pool.Exec(ctx, "UPDATE "+s.table+
 		" SET attempts = 0, retry_after = now(), dead_lettered_at = NULL WHERE "+where, args...)
 	if err != nil {
@@ -51,7 +60,7 @@ func (s *Store) RetryDeadLetters(ctx context.Context, ids []string, all bool) (i
 // PurgeDeadLetters deletes dead letters by id, or those dead-lettered before the
 // cutoff, and returns how many it deleted.
 func (s *Store) PurgeDeadLetters(ctx context.Context, ids []string, olderThan time.Duration) (int64, error) {
-	where, args := deadLetterFilter(ids, len(ids) == 0)
+	where, args := s.deadLetterFilter(ids, len(ids) == 0)
 	if len(ids) == 0 {
 		where += " AND dead_lettered_at < now() - make_interval(secs => $1::float8)"
 		args = []any{olderThan.Seconds()}
@@ -63,10 +72,10 @@ func (s *Store) PurgeDeadLetters(ctx context.Context, ids []string, olderThan ti
 	return tag.RowsAffected(), nil
 }
 
-func deadLetterFilter(ids []string, all bool) (string, []any) {
+func (s *Store) deadLetterFilter(ids []string, all bool) (string, []any) {
 	where := "dead_lettered_at IS NOT NULL AND processed_at IS NULL"
 	if !all {
-		return where + " AND id = ANY($1::text[]::uuid[])", []any{ids}
+		return where + " AND " + s.idIn(), []any{idArray(ids)}
 	}
 	return where, nil
 }

@@ -22,7 +22,8 @@ const NotifyChannel = "outbox_event"
 
 // Config of a poller.
 type Config struct {
-	Table string
+	// Shape is the outbox table's (replication.DescribeTable).
+	Shape outbox.Shape
 	// PollOnly makes the poller the relay: it publishes every pending row. Otherwise
 	// it only retries rows the stream handed over (retry_after set).
 	PollOnly  bool
@@ -60,8 +61,8 @@ type BatchResult struct {
 
 // New returns a poller; it starts nothing.
 func New(pool *pgxpool.Pool, snk sink.Sink, cfg Config) *Poller {
-	store := NewStore(pool, cfg.Table, cfg.Policy)
-	return &Poller{cfg: cfg, pool: pool, sink: snk, store: store, query: selectQuery(store.table, cfg.PollOnly)}
+	store := NewStore(pool, cfg.Shape, cfg.Policy)
+	return &Poller{cfg: cfg, pool: pool, sink: snk, store: store, query: selectQuery(cfg.Shape, cfg.PollOnly)}
 }
 
 // selectQuery locks due rows in created_at order, skipping rows other pollers hold,
@@ -75,7 +76,12 @@ func New(pool *pgxpool.Pool, snk sink.Sink, cfg Config) *Poller {
 // every transaction still running: a newer row may have committed before an older,
 // still open transaction that writes the same aggregate, and publishing it first
 // would break commit order.
-func selectQuery(table string, pollOnly bool) string {
+//
+// Without a created_at column, rows go in physical order (ctid), which is insertion
+// order for rows appended and never updated.
+func selectQuery(shape outbox.Shape, pollOnly bool) string {
+	c := columnsOf(shape)
+	table := shape.Ident()
 	due := func(alias string) string {
 		d := alias + ".processed_at IS NULL AND " + alias + ".dead_lettered_at IS NULL"
 		if !pollOnly {
@@ -84,20 +90,33 @@ func selectQuery(table string, pollOnly bool) string {
 		return d + " AND (" + alias + ".retry_after IS NULL OR " + alias + ".retry_after <= now())" +
 			" AND age(" + alias + ".xmin) > age(((pg_snapshot_xmin(pg_current_snapshot())::text::bigint % 4294967296)::text)::xid)"
 	}
+	// The candidates keep the table's own column values under fixed names.
+	created, earlier, order := "", "p.ctid < c.position", "c.position"
+	if c.createdAt != "" {
+		created = ", o." + c.createdAt + " AS created_at"
+		earlier = "(p." + c.createdAt + ", p.ctid) < (c.created_at, c.position)"
+		order = "c.created_at, c.position"
+	}
+	cand := columns{id: "id", aggType: "aggregate_type", aggID: "aggregate_id", eventType: "event_type",
+		payload: "payload", shape: shape}
+	if c.createdAt != "" {
+		cand.createdAt = "created_at"
+	}
 	return `WITH candidates AS (
-		SELECT o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload, o.created_at, o.attempts, o.ctid AS position
+		SELECT o.` + c.id + ` AS id, o.` + c.aggType + ` AS aggregate_type, o.` + c.aggID + ` AS aggregate_id,
+			o.` + c.eventType + ` AS event_type, o.` + c.payload + ` AS payload` + created + `, o.attempts, o.ctid AS position
 		FROM ` + table + ` o WHERE ` + due("o") + `
-		ORDER BY o.created_at, o.ctid
+		ORDER BY ` + c.order("o.") + `
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED)
-	SELECT c.id::text, c.aggregate_type::text, c.aggregate_id::text, c.event_type::text, c.payload::text, c.created_at, c.attempts
+	SELECT ` + cand.selectList("c.") + `, c.attempts
 	FROM candidates c
 	WHERE NOT EXISTS (
 		SELECT 1 FROM ` + table + ` p
-		WHERE p.aggregate_type = c.aggregate_type AND p.aggregate_id = c.aggregate_id AND ` + due("p") + `
-		  AND (p.created_at, p.ctid) < (c.created_at, c.position)
-		  AND p.id NOT IN (SELECT id FROM candidates))
-	ORDER BY c.created_at, c.position`
+		WHERE p.` + c.aggType + ` = c.aggregate_type AND p.` + c.aggID + ` = c.aggregate_id AND ` + due("p") + `
+		  AND ` + earlier + `
+		  AND p.` + c.id + ` NOT IN (SELECT id FROM candidates))
+	ORDER BY ` + order
 }
 
 // Run polls until ctx ends: whole batches back to back while there is work, then
@@ -244,7 +263,7 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 	var unpublishable []Failure
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueRow, error) {
 		var x dueRow
-		ev, bad, err := ScanEvent(r, &x.attempts)
+		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts)
 		x.ev = ev
 		if bad != nil {
 			unpublishable = append(unpublishable, Failure{Event: &outbox.Event{ID: ev.ID}, Err: bad})

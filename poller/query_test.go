@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 )
 
@@ -33,7 +34,7 @@ func TestStreamModePollReadsOnlyHandedOverRows(t *testing.T) {
 	if _, err := conn.Exec(ctx, "ANALYZE outbox_events"); err != nil {
 		t.Fatal(err)
 	}
-	query := poller.SelectQuery("outbox_events", false)
+	query := poller.SelectQuery(outbox.DefaultShape("outbox_events"), false)
 
 	rows, err := conn.Query(ctx, "EXPLAIN "+query, 100)
 	if err != nil {
@@ -91,7 +92,7 @@ func TestPublishedReportsFoundRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy())
+	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
 	missing := "00000000-0000-4000-8000-000000000000"
 
 	all, err := store.Published(ctx, pool, poller.Mark, ids[:2])

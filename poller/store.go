@@ -18,12 +18,60 @@ import (
 type Store struct {
 	pool   *pgxpool.Pool
 	table  string // sanitized identifier
+	cols   columns
 	policy Policy
+	// record is RecordFailures' statement, built once for the table's shape.
+	record string
 }
 
-// NewStore returns a store for table (optionally schema-qualified).
-func NewStore(pool *pgxpool.Pool, table string, policy Policy) *Store {
-	return &Store{pool: pool, table: pgx.Identifier(strings.Split(table, ".")).Sanitize(), policy: policy}
+// NewStore returns a store for the outbox table of the given shape (read with
+// replication.DescribeTable; outbox.DefaultShape for walrelay's own table).
+func NewStore(pool *pgxpool.Pool, shape outbox.Shape, policy Policy) *Store {
+	s := &Store{pool: pool, table: shape.Ident(), cols: columnsOf(shape), policy: policy}
+	s.record = s.recordFailureSQL()
+	return s
+}
+
+// recordFailureSQL is the upsert of one failed attempt. Parameters: $1 id, $2
+// aggregate type, $3 aggregate id, $4 event type, $5 payload, $6 last error, $7
+// backoff min, $8 backoff max (seconds), $9 max attempts, $10 created at (when the
+// table has the column). The conflict target is the table's unique key on id.
+func (s *Store) recordFailureSQL() string {
+	c := s.cols
+	payload := "$5::text::" + c.shape.PayloadType // jsonb, json: parsed from the published text
+	switch c.shape.PayloadType {
+	case "text":
+		payload = "$5::text"
+	case "bytea":
+		payload = "$5::bytea"
+	}
+	names := c.id + ", " + c.aggType + ", " + c.aggID + ", " + c.eventType + ", " + c.payload
+	values := "$1, $2, $3, $4, " + payload
+	switch {
+	case c.createdAt == "":
+	case c.shape.CreatedAtType == "timestamp":
+		names += ", " + c.createdAt
+		values += ", ($10::timestamptz AT TIME ZONE 'UTC')"
+	default:
+		names += ", " + c.createdAt
+		values += ", $10::timestamptz"
+	}
+	key := make([]string, len(c.shape.Key))
+	for i, k := range c.shape.Key {
+		key[i] = ident(k)
+	}
+	// OVERRIDING SYSTEM VALUE: the row keeps its id also when the column is
+	// GENERATED ALWAYS AS IDENTITY (it changes nothing for other columns).
+	return `INSERT INTO ` + s.table + ` AS o (` + names + `, attempts, last_error, retry_after, dead_lettered_at)
+			OVERRIDING SYSTEM VALUE VALUES (` + values + `, 1, $6,
+				now() + make_interval(secs => $7::float8 * (0.5 + random() / 2)),
+				CASE WHEN 1 >= $9 THEN now() END)
+			ON CONFLICT (` + strings.Join(key, ", ") + `) DO UPDATE SET
+				attempts = o.attempts + 1,
+				last_error = EXCLUDED.last_error,
+				retry_after = now() + make_interval(secs =>
+					least($8::float8, $7::float8 * power(2, o.attempts)) * (0.5 + random() / 2)),
+				dead_lettered_at = CASE WHEN o.attempts + 1 >= $9 THEN now() END`
 }
 
 // Failure is one event's failed attempt.
@@ -45,20 +93,16 @@ func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failur
 	}
 	batch := &pgx.Batch{}
 	for _, f := range failures {
-		batch.Queue(`INSERT INTO `+s.table+` AS o (id, aggregate_type, aggregate_id, event_type, payload, created_at,
-				attempts, last_error, retry_after, dead_lettered_at)
-			VALUES ($1, $2, $3, $4, $5::text::jsonb, $6, 1, $7,
-				now() + make_interval(secs => $8::float8 * (0.5 + random() / 2)),
-				CASE WHEN 1 >= $10 THEN now() END)
-			ON CONFLICT (id) DO UPDATE SET
-				attempts = o.attempts + 1,
-				last_error = EXCLUDED.last_error,
-				retry_after = now() + make_interval(secs =>
-					least($9::float8, $8::float8 * power(2, o.attempts)) * (0.5 + random() / 2)),
-				dead_lettered_at = CASE WHEN o.attempts + 1 >= $10 THEN now() END`,
-			f.Event.ID, f.Event.AggregateType, f.Event.AggregateID, f.Event.EventType, string(f.Event.Payload),
-			f.Event.CreatedAt, truncate(f.Err.Error(), 2000),
-			s.policy.BackoffMin.Seconds(), s.policy.BackoffMax.Seconds(), s.policy.MaxAttempts)
+		var payload any = string(f.Event.Payload)
+		if s.cols.shape.PayloadType == "bytea" {
+			payload = f.Event.Payload
+		}
+		args := []any{f.Event.ID, f.Event.AggregateType, f.Event.AggregateID, f.Event.EventType, payload,
+			truncate(f.Err.Error(), 2000), s.policy.BackoffMin.Seconds(), s.policy.BackoffMax.Seconds(), s.policy.MaxAttempts}
+		if s.cols.createdAt != "" {
+			args = append(args, f.Event.CreatedAt)
+		}
+		batch.Queue(s.record, args...)
 	}
 	if err := q.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("record failed attempts: %w", err)
@@ -75,7 +119,7 @@ func (s *Store) DeadLetter(ctx context.Context, q querier, rows []Failure) error
 	batch := &pgx.Batch{}
 	for _, f := range rows {
 		batch.Queue("UPDATE "+s.table+" SET attempts = attempts + 1, last_error = $2, retry_after = NULL, "+
-			"dead_lettered_at = now() WHERE id = $1", f.Event.ID, truncate(f.Err.Error(), 2000))
+			"dead_lettered_at = now() WHERE "+s.cols.id+" = $1", f.Event.ID, truncate(f.Err.Error(), 2000))
 	}
 	if err := q.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("dead-letter %d unpublishable rows: %w", len(rows), err)
@@ -90,12 +134,12 @@ func (s *Store) PublishedEarlier(ctx context.Context, q querier, mode OnPublish,
 	if len(ids) == 0 {
 		return nil
 	}
-	ours := " WHERE id = ANY($1::uuid[]) AND retry_after IS NULL AND dead_lettered_at IS NULL"
+	ours := " WHERE " + s.idIn() + " AND retry_after IS NULL AND dead_lettered_at IS NULL"
 	sql := "UPDATE " + s.table + " SET processed_at = now()" + ours + " AND processed_at IS NULL"
 	if mode == Delete {
 		sql = "DELETE FROM " + s.table + ours
 	}
-	if _, err := q.Exec(ctx, sql, uuidArray(ids)); err != nil {
+	if _, err := q.Exec(ctx, sql, idArray(ids)); err != nil {
 		return fmt.Errorf("record %d rows published by an earlier session (%s): %w", len(ids), mode, err)
 	}
 	return nil
@@ -114,21 +158,21 @@ func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []
 	if len(ids) == 0 {
 		return Found{}, nil
 	}
-	arr := uuidArray(ids)
+	arr, in := idArray(ids), s.idIn()
 	var rows pgx.Rows
 	var err error
 	switch mode {
 	case Mark, None:
 		var tag pgconn.CommandTag
-		tag, err = q.Exec(ctx, "UPDATE "+s.table+" SET processed_at = now(), retry_after = NULL WHERE id = ANY($1::uuid[])", arr)
+		tag, err = q.Exec(ctx, "UPDATE "+s.table+" SET processed_at = now(), retry_after = NULL WHERE "+in, arr)
 		if err == nil && tag.RowsAffected() == int64(len(ids)) {
 			return Found{all: true}, nil
 		}
 		if err == nil {
-			rows, err = q.Query(ctx, "SELECT id::text FROM "+s.table+" WHERE id = ANY($1::uuid[]) AND processed_at IS NOT NULL", arr)
+			rows, err = q.Query(ctx, "SELECT "+s.cols.id+"::text FROM "+s.table+" WHERE "+in+" AND processed_at IS NOT NULL", arr)
 		}
 	case Delete:
-		rows, err = q.Query(ctx, "DELETE FROM "+s.table+" WHERE id = ANY($1::uuid[]) RETURNING id::text", arr)
+		rows, err = q.Query(ctx, "DELETE FROM "+s.table+" WHERE "+in+" RETURNING "+s.cols.id+"::text", arr)
 	default:
 		return Found{}, fmt.Errorf("record %d published rows: unknown on-publish mode %q", len(ids), mode)
 	}
@@ -155,28 +199,10 @@ type Found struct {
 // Has reports whether Published found id.
 func (f Found) Has(id string) bool { return f.all || f.ids[id] }
 
-// uuidArray is ids as one PostgreSQL array literal for a $1::uuid[] parameter: much
-// cheaper for pgx to send than a []string. pgx sends it in text format and the server
-// parses it into a constant whose elements the planner reads, which keeps the index
-// scan after a tiny table was analyzed (TestBookkeepingAfterTinyTable; a
-// $1::text::uuid[] cast is not folded and ran a sequential scan). Ids are the text of
-// uuid columns, so they need no quoting; anything else fails the parse.
-func uuidArray(ids []string) string {
-	n := 2 + len(ids)
-	for _, id := range ids {
-		n += len(id)
-	}
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteByte('{')
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(id)
-	}
-	b.WriteByte('}')
-	return b.String()
+// idIn is the condition "id is one of the array $1", with the array cast to the id
+// column's own type so that the primary-key index serves it.
+func (s *Store) idIn() string {
+	return s.cols.id + " = ANY($1::" + s.cols.shape.IDType + "[])"
 }
 
 // querier is what both a pool and a transaction offer.
@@ -192,7 +218,7 @@ type querier interface {
 func (s *Store) DeleteProcessed(ctx context.Context, olderThan time.Duration, batchSize int) (int64, error) {
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, "DELETE FROM "+s.table+" WHERE id IN (SELECT id FROM "+s.table+
+		tag, err := s.pool.Exec(ctx, "DELETE FROM "+s.table+" WHERE "+s.cols.id+" IN (SELECT "+s.cols.id+" FROM "+s.table+
 			" WHERE processed_at < now() - make_interval(secs => $1::float8) LIMIT $2)", olderThan.Seconds(), batchSize)
 		if err != nil {
 			return total, fmt.Errorf("delete processed rows: %w", err)

@@ -18,7 +18,9 @@ import (
 // same window as the stream, and waits for every ack. Rows go in created_at order
 // (the inserting transaction's start) and, within one transaction, in physical
 // order, which is insertion order for appended rows; only transactions that ran
-// concurrently can be ordered differently from their commits.
+// concurrently can be ordered differently from their commits. A table without a
+// created_at column goes in physical order alone, and its events carry the time of
+// the pass as created_at: a row's commit time is not in the table.
 func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *poller.Bookkeeper, created replication.SlotCreation) (int, error) {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -47,7 +49,7 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 	for rows.Next() {
 		var ev outbox.Event
 		var unpublishable error
-		if ev, unpublishable, readErr = poller.ScanEvent(rows); readErr != nil {
+		if ev, unpublishable, readErr = poller.ScanEvent(rows, r.shape.Columns); readErr != nil {
 			break
 		}
 		if readErr = r.waitForRoom(ctx, wm); readErr != nil {
@@ -109,8 +111,7 @@ func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) erro
 // catchUpQuery selects pending rows: not processed, dead-lettered or handed to the
 // poller, where the table has those bookkeeping columns.
 func (r *Relay) catchUpQuery(ctx context.Context, tx pgx.Tx) (string, error) {
-	schema, name := replication.SplitTable(r.cfg.Table)
-	ident := pgx.Identifier{schema, name}.Sanitize()
+	ident := r.shape.Ident()
 	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
 	if err != nil {
@@ -125,6 +126,6 @@ func (r *Relay) catchUpQuery(ctx context.Context, tx pgx.Tx) (string, error) {
 	for _, c := range cols {
 		where += " AND " + c + " IS NULL"
 	}
-	return "SELECT " + poller.EventColumns + " FROM " +
-		ident + " WHERE " + where + " ORDER BY created_at, ctid", nil
+	return "SELECT " + poller.EventColumns(r.shape) + " FROM " +
+		ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(r.shape), nil
 }

@@ -22,6 +22,9 @@ type pipeline struct {
 	wm  *replication.Watermark
 	d   delivery
 	at  position // of the open transaction
+	// commitTimeIsCreatedAt: the table has no created_at column, so an event's
+	// creation time is its transaction's commit time.
+	commitTimeIsCreatedAt bool
 }
 
 // position is where an event sits in the stream: its transaction's commit LSN and
@@ -59,6 +62,9 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		p.wm.Begin()
 		p.at = position{lsn: p.msg.FinalLSN, committed: p.msg.CommitTime}
 	case decoder.KindInsert:
+		if p.commitTimeIsCreatedAt {
+			p.msg.Event.CreatedAt = p.at.committed
+		}
 		size := p.msg.Event.Size()
 		err := p.d.event(p.msg.Event, p.at, p.wm.Track(size), size)
 		p.at.idx++

@@ -18,6 +18,7 @@ import (
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
@@ -38,6 +39,9 @@ type Relay struct {
 	standby        atomic.Bool // waiting for another instance to release the slot
 	lostLeadership atomic.Bool // the last session ended because the lock's connection died
 	eoHandOver     sync.Map    // exactly-once: ids of events that poisoned a Kafka transaction
+
+	// shape is the outbox table's, read by checkTable at the start of Run.
+	shape outbox.Shape
 }
 
 // New validates cfg and returns a relay. It opens no connection.
@@ -100,21 +104,22 @@ func (r *Relay) Run(ctx context.Context) error {
 		return g.Wait() // ctx ended while waiting
 	}
 
+	// The table is checked before anything else starts, so a missing table is one
+	// clear error rather than a chorus of failing background loops. Its shape, read
+	// once, is what every statement is built from.
+	if err := r.checkTable(ctx, pool); err != nil || ctx.Err() != nil {
+		return err
+	}
+
 	// The bookkeeper outlives the stream so that a stopping stream can still settle
 	// what was acked; it stops last.
-	store := poller.NewStore(pool, r.cfg.Table, r.cfg.Retry)
+	store := poller.NewStore(pool, r.shape, r.cfg.Retry)
 	bk := poller.NewBookkeeper(store, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
 	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
 	bkDone := make(chan struct{})
 	go func() { _ = bk.Run(bkCtx); close(bkDone) }()
 	defer func() { stopBookkeeper(); <-bkDone }()
-
-	// The table is checked before anything else starts, so a missing table is one
-	// clear error rather than a chorus of failing background loops.
-	if err := r.checkTable(ctx, pool); err != nil || ctx.Err() != nil {
-		return err
-	}
 	if r.cfg.Mode == ModePoll {
 		r.metrics.leader.Set(1)
 		r.log.Info("polling", "table", r.cfg.Table, "batch_size", r.cfg.PollBatchSize, "interval", r.cfg.PollInterval.String())
@@ -156,7 +161,7 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink) *poller.Poller {
 	pollMode := r.cfg.Mode == ModePoll
 	return poller.New(pool, snk, poller.Config{
-		Table: r.cfg.Table, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
+		Shape: r.shape, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
 		BatchSize: r.cfg.PollBatchSize, Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
 		Logger: r.log,
 		OnBatch: func(res poller.BatchResult) {
@@ -341,7 +346,7 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 				err = replication.CheckServer(ctx, conn.Conn())
 			}
 			if err == nil {
-				err = replication.CheckTable(ctx, conn.Conn(), r.cfg.Table)
+				r.shape, err = replication.CheckTable(ctx, conn.Conn(), r.cfg.Table, r.cfg.Columns)
 			}
 			conn.Release()
 		}

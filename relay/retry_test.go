@@ -97,7 +97,7 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	n, err := poller.NewStore(pool, "outbox_events", poller.DefaultPolicy()).RetryDeadLetters(ctx, nil, true)
+	n, err := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy()).RetryDeadLetters(ctx, nil, true)
 	if err != nil || n != 1 {
 		t.Fatalf("dlq retry: %d rows, %v", n, err)
 	}

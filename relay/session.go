@@ -24,7 +24,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	}
 	defer conn.Close(context.Background())
 
-	st, err := replication.Preflight(ctx, conn, r.cfg.Table, r.cfg.Publication, r.cfg.Slot)
+	st, err := replication.Preflight(ctx, conn, r.cfg.Table, r.cfg.Columns, r.cfg.Publication, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		defer closeTx()
 		d = eo
 	}
-	h := &pipeline{dec: decoder.New(schema, table), wm: wm, d: d}
+	h := &pipeline{dec: decoder.New(schema, table, r.cfg.Columns), wm: wm, d: d, commitTimeIsCreatedAt: r.cfg.Columns.CreatedAt == ""}
 	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "table", r.cfg.Table,
 		"from_lsn", start.String())
 	return rc.Stream(ctx, replication.StreamConfig{

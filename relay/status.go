@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/replication"
 )
 
 // Status is what `walrelay status` reports about a relay's slot and table.
@@ -42,7 +44,7 @@ type StatusLimits struct {
 }
 
 // ReadStatus reads the slot, publication and outbox table named in cfg (only the
-// database URL, table, slot, publication and mode are used) and lists problems.
+// database URL, table, columns, slot, publication and mode are used) and lists problems.
 func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, error) {
 	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -101,12 +103,25 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		st.Problems = append(st.Problems, "publication "+cfg.Publication+" does not exist")
 	}
 
-	table := pgx.Identifier(splitIdent(cfg.Table)).Sanitize()
+	shape, err := replication.DescribeTable(ctx, conn, cfg.Table, cfg.Columns)
+	if err != nil {
+		return nil, errorf("read outbox table "+cfg.Table, err)
+	}
+	// The oldest pending row's age needs its creation time: without a created_at
+	// column it is not known and reported as 0.
+	created := "NULL::timestamptz"
+	switch {
+	case shape.Columns.CreatedAt == "":
+	case shape.CreatedAtType == "timestamp":
+		created = "(" + pgx.Identifier{shape.Columns.CreatedAt}.Sanitize() + " AT TIME ZONE 'UTC')"
+	default:
+		created = pgx.Identifier{shape.Columns.CreatedAt}.Sanitize()
+	}
 	var oldest *float64
 	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),
 			count(*) FILTER (WHERE dead_lettered_at IS NOT NULL),
-			extract(epoch FROM now() - min(created_at) FILTER (WHERE dead_lettered_at IS NULL))::float8
-		FROM `+table+` WHERE processed_at IS NULL`).Scan(&st.PendingRows, &st.DeadLetters, &oldest)
+			extract(epoch FROM now() - min(`+created+`) FILTER (WHERE dead_lettered_at IS NULL))::float8
+		FROM `+shape.Ident()+` WHERE processed_at IS NULL`).Scan(&st.PendingRows, &st.DeadLetters, &oldest)
 	if err != nil {
 		return nil, errorf("read outbox table "+cfg.Table+" (run walrelay migrate?)", err)
 	}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/outbox"
 )
 
 // SetupError is a problem with the database setup that retrying cannot fix: the
@@ -21,8 +24,23 @@ func setupErrorf(format string, args ...any) error {
 	return &SetupError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// RequiredColumns are the outbox columns the relay reads.
-var RequiredColumns = []string{"id", "aggregate_type", "aggregate_id", "event_type", "payload", "created_at"}
+// RequiredColumns are the outbox columns the relay reads, with the setting that
+// names each: created_at only when cols names one.
+func RequiredColumns(cols outbox.Columns) []struct{ Setting, Name string } {
+	req := []struct{ Setting, Name string }{{"column-id", cols.ID}, {"column-aggregate-type", cols.AggregateType},
+		{"column-aggregate-id", cols.AggregateID}, {"column-event-type", cols.EventType}, {"column-payload", cols.Payload}}
+	if cols.CreatedAt != "" {
+		req = append(req, struct{ Setting, Name string }{"column-created-at", cols.CreatedAt})
+	}
+	return req
+}
+
+// Type OIDs of the column types walrelay supports, and what it calls them.
+var (
+	idTypes        = map[uint32]string{2950: "uuid", 25: "text", 1043: "text", 20: "bigint", 23: "bigint"}
+	payloadTypes   = map[uint32]string{3802: "jsonb", 114: "json", 25: "text", 1043: "text", 17: "bytea"}
+	createdAtTypes = map[uint32]string{1184: "timestamptz", 1114: "timestamp"}
+)
 
 // SlotState is what the server knows about the relay's slot.
 type SlotState struct {
@@ -69,14 +87,15 @@ func SplitTable(table string) (schema, name string) {
 // Preflight checks, on a regular connection, everything the stream needs, and
 // creates the publication when it is missing. Problems come back as *SetupError
 // naming the fix.
-func Preflight(ctx context.Context, conn *pgx.Conn, table, publication, slot string) (SlotState, error) {
+func Preflight(ctx context.Context, conn *pgx.Conn, table string, cols outbox.Columns, publication, slot string) (SlotState, error) {
 	if err := CheckServer(ctx, conn); err != nil {
 		return SlotState{}, err
 	}
-	if err := CheckTable(ctx, conn, table); err != nil {
+	shape, err := CheckTable(ctx, conn, table, cols)
+	if err != nil {
 		return SlotState{}, err
 	}
-	if err := ensurePublication(ctx, conn, table, publication); err != nil {
+	if err := ensurePublication(ctx, conn, shape, publication); err != nil {
 		return SlotState{}, err
 	}
 	return slotState(ctx, conn, slot)
@@ -108,56 +127,157 @@ func CheckServer(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// CheckTable checks that the outbox table exists with the columns the relay reads.
-func CheckTable(ctx context.Context, conn *pgx.Conn, table string) error {
-	schema, name := SplitTable(table)
-	ident := pgx.Identifier{schema, name}.Sanitize()
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", ident).Scan(&exists); err != nil {
-		return fmt.Errorf("look up table %s: %w", table, err)
-	}
-	if !exists {
-		return setupErrorf("table %s does not exist; run `walrelay migrate` to create it "+
-			"(or point --table at your outbox table)", table)
-	}
-	rows, err := conn.Query(ctx,
-		"SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped", ident)
+// CheckTable checks that the outbox table exists with the columns the relay reads, in
+// types it supports, and has a unique index on id for the bookkeeping; it returns
+// the table's shape, which every statement of the relay is built from.
+func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.Columns) (outbox.Shape, error) {
+	shape, err := DescribeTable(ctx, conn, table, cols)
 	if err != nil {
-		return fmt.Errorf("read columns of %s: %w", table, err)
-	}
-	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("read columns of %s: %w", table, err)
-	}
-	for _, col := range RequiredColumns {
-		found := false
-		for _, h := range have {
-			found = found || h == col
-		}
-		if !found {
-			return setupErrorf("table %s lacks required column %q; run `walrelay migrate` "+
-				"or add the column (required: %s)", table, col, strings.Join(RequiredColumns, ", "))
-		}
+		return shape, err
 	}
 	var bookkeeping bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
 		WHERE attrelid = to_regclass('walrelay_slots') AND attname = 'replaced_reason' AND NOT attisdropped)`).Scan(&bookkeeping); err != nil {
-		return fmt.Errorf("look up walrelay_slots: %w", err)
+		return shape, fmt.Errorf("look up walrelay_slots: %w", err)
 	}
 	if !bookkeeping {
-		return setupErrorf("table walrelay_slots is missing or older than this walrelay; run `walrelay migrate`")
+		return shape, setupErrorf("table walrelay_slots is missing or older than this walrelay; run `walrelay migrate`")
 	}
-	return nil
+	return shape, nil
 }
 
-func ensurePublication(ctx context.Context, conn *pgx.Conn, table, publication string) error {
+// Querier is what a connection, a pool and a transaction offer for reading.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// DescribeTable reads the outbox table's shape from the catalog: the types of its
+// id, payload and created_at columns, whether it is partitioned, and the columns of
+// its unique index on id. A missing column, an unsupported type or no such index is
+// a *SetupError saying what to change.
+func DescribeTable(ctx context.Context, q Querier, table string, cols outbox.Columns) (outbox.Shape, error) {
 	schema, name := SplitTable(table)
-	var allTables, inserts bool
-	err := conn.QueryRow(ctx, "SELECT puballtables, pubinsert FROM pg_publication WHERE pubname = $1",
-		publication).Scan(&allTables, &inserts)
+	shape := outbox.Shape{Schema: schema, Name: name, Columns: cols}
+	ident := shape.Ident()
+	var relkind *string
+	if err := q.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", ident).Scan(&relkind); err != nil &&
+		!errors.Is(err, pgx.ErrNoRows) {
+		return shape, fmt.Errorf("look up table %s: %w", table, err)
+	}
+	if relkind == nil {
+		return shape, setupErrorf("table %s does not exist; run `walrelay migrate` to create it "+
+			"(or point --table at your outbox table)", table)
+	}
+	shape.Partitioned = *relkind == "p"
+	rows, err := q.Query(ctx, `SELECT attname, atttypid, format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, ident)
+	if err != nil {
+		return shape, fmt.Errorf("read columns of %s: %w", table, err)
+	}
+	type column struct {
+		oid  uint32
+		name string
+	}
+	have := map[string]column{}
+	var c column
+	var attname string
+	if _, err := pgx.ForEachRow(rows, []any{&attname, &c.oid, &c.name}, func() error {
+		have[attname] = c
+		return nil
+	}); err != nil {
+		return shape, fmt.Errorf("read columns of %s: %w", table, err)
+	}
+	required := RequiredColumns(cols)
+	var names []string
+	for _, r := range required {
+		names = append(names, r.Name)
+	}
+	for _, r := range required {
+		if _, ok := have[r.Name]; !ok {
+			return shape, setupErrorf("table %s lacks column %q (set by %s); add the column, point %s at the column "+
+				"that holds it, or run `walrelay migrate` for walrelay's own table (required: %s)",
+				table, r.Name, r.Setting, r.Setting, strings.Join(names, ", "))
+		}
+	}
+	typeOf := func(setting, col string, supported map[uint32]string, list string) (string, error) {
+		c := have[col]
+		if t, ok := supported[c.oid]; ok {
+			return t, nil
+		}
+		return "", setupErrorf("column %s of table %s has type %s, which walrelay does not support for %s; "+
+			"supported: %s. Change the column's type (ALTER TABLE %s ALTER COLUMN %s TYPE ... USING ...) "+
+			"or point %s at another column", col, table, c.name, setting, list,
+			ident, pgx.Identifier{col}.Sanitize(), setting)
+	}
+	if shape.IDType, err = typeOf("column-id", cols.ID, idTypes, "uuid, text (or varchar), bigint (or integer)"); err != nil {
+		return shape, err
+	}
+	if shape.PayloadType, err = typeOf("column-payload", cols.Payload, payloadTypes, "jsonb, json, text (or varchar), bytea"); err != nil {
+		return shape, err
+	}
+	if cols.CreatedAt != "" {
+		if shape.CreatedAtType, err = typeOf("column-created-at", cols.CreatedAt, createdAtTypes,
+			"timestamptz, timestamp (without time zone, read as UTC); or leave column-created-at empty to use the commit time"); err != nil {
+			return shape, err
+		}
+	}
+	if shape.Key, err = uniqueKey(ctx, q, ident, table, cols); err != nil {
+		return shape, err
+	}
+	return shape, nil
+}
+
+// uniqueKey returns the columns of the unique index on id the bookkeeping's ON
+// CONFLICT can name: the primary key when it qualifies, else the smallest. Its
+// columns must all be outbox columns the relay writes: (id), or (id, created_at) on
+// a table partitioned by created_at.
+func uniqueKey(ctx context.Context, q Querier, ident, table string, cols outbox.Columns) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT array(SELECT a.attname::text FROM unnest(i.indkey) WITH ORDINALITY k(attnum, n)
+			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.n)
+		FROM pg_index i
+		WHERE i.indrelid = $1::regclass AND i.indisunique AND i.indisvalid AND i.indpred IS NULL AND i.indexprs IS NULL
+		ORDER BY i.indisprimary DESC, i.indnatts`, ident)
+	if err != nil {
+		return nil, fmt.Errorf("read unique indexes of %s: %w", table, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[[]string])
+	if err != nil {
+		return nil, fmt.Errorf("read unique indexes of %s: %w", table, err)
+	}
+	writes := map[string]bool{cols.ID: true, cols.AggregateType: true, cols.AggregateID: true, cols.EventType: true,
+		cols.Payload: true}
+	if cols.CreatedAt != "" {
+		writes[cols.CreatedAt] = true
+	}
+	for _, key := range keys {
+		ok := slices.Contains(key, cols.ID)
+		for _, k := range key {
+			ok = ok && writes[k]
+		}
+		if ok {
+			return key, nil
+		}
+	}
+	return nil, setupErrorf("table %s has no unique index on its id column %q that walrelay can use (its bookkeeping "+
+		"records failed attempts with INSERT ... ON CONFLICT); add one, e.g. ALTER TABLE %s ADD PRIMARY KEY (%s) "+
+		"(on a partitioned table the key must include the partition key, e.g. (%s, created_at), and created_at "+
+		"must be mapped with column-created-at)", table, cols.ID, ident, pgx.Identifier{cols.ID}.Sanitize(), pgx.Identifier{cols.ID}.Sanitize())
+}
+
+// ensurePublication creates the publication for the table when it is missing, and
+// otherwise checks that it publishes the table's inserts under the table's own
+// name: a partitioned table's changes are published as its root's only with
+// publish_via_partition_root, otherwise as its partitions', which the decoder would
+// take for other tables.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, shape outbox.Shape, publication string) error {
+	table, pub := shape.Qualified(), pgx.Identifier{publication}.Sanitize()
+	var allTables, inserts, viaRoot bool
+	err := conn.QueryRow(ctx, "SELECT puballtables, pubinsert, pubviaroot FROM pg_publication WHERE pubname = $1",
+		publication).Scan(&allTables, &inserts, &viaRoot)
 	if errors.Is(err, pgx.ErrNoRows) {
-		_, err = conn.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{publication}.Sanitize()+
-			" FOR TABLE "+pgx.Identifier{schema, name}.Sanitize()+" WITH (publish = 'insert')")
+		_, err = conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+shape.Ident()+
+			" WITH (publish = 'insert', publish_via_partition_root = true)")
 		if err != nil {
 			return fmt.Errorf("create publication %s: %w", publication, err)
 		}
@@ -168,7 +288,12 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, table, publication s
 	}
 	if !inserts {
 		return setupErrorf("publication %s does not publish inserts; run ALTER PUBLICATION %s SET (publish = 'insert')",
-			publication, publication)
+			publication, pub)
+	}
+	if shape.Partitioned && !viaRoot {
+		return setupErrorf("publication %s publishes partitioned table %s through its partitions, under their own "+
+			"names, which walrelay would not recognise; run ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+			publication, table, pub)
 	}
 	if allTables {
 		return nil
@@ -176,12 +301,12 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, table, publication s
 	var included bool
 	if err := conn.QueryRow(ctx,
 		"SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)",
-		publication, schema, name).Scan(&included); err != nil {
+		publication, shape.Schema, shape.Name).Scan(&included); err != nil {
 		return fmt.Errorf("read tables of publication %s: %w", publication, err)
 	}
 	if !included {
 		return setupErrorf("publication %s does not include table %s; run ALTER PUBLICATION %s ADD TABLE %s",
-			publication, table, publication, table)
+			publication, table, pub, shape.Ident())
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ func Connect(ctx context.Context, databaseURL string) (*Conn, error) {
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["DateStyle"] = "ISO"
 	cfg.RuntimeParams["TimeZone"] = "UTC"
+	cfg.RuntimeParams["bytea_output"] = "hex" // the decoder reads bytea payloads in hex
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "walrelay"
 	}

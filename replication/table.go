@@ -61,12 +61,15 @@ func (w *TableWatch) Check(ctx context.Context, conn *pgx.Conn) error {
 func (w *TableWatch) current(ctx context.Context, conn *pgx.Conn) (uint32, error) {
 	schema, name := SplitTable(w.table)
 	var oid *uint32
-	var published bool
-	err := conn.QueryRow(ctx, `SELECT c.oid, EXISTS (SELECT 1 FROM pg_publication p WHERE p.pubname = $3
+	var published, partitioned, viaRoot bool
+	err := conn.QueryRow(ctx, `SELECT r.oid, coalesce(c.relkind = 'p', false),
+			coalesce((SELECT pubviaroot FROM pg_publication WHERE pubname = $3), false),
+			EXISTS (SELECT 1 FROM pg_publication p WHERE p.pubname = $3
 			AND (p.puballtables OR EXISTS (SELECT 1 FROM pg_publication_tables t
 				WHERE t.pubname = p.pubname AND t.schemaname = $1 AND t.tablename = $2)))
-		FROM (SELECT to_regclass(format('%I.%I', $1::text, $2::text))::oid AS oid) c`, schema, name, w.publication).
-		Scan(&oid, &published)
+		FROM (SELECT to_regclass(format('%I.%I', $1::text, $2::text))::oid AS oid) r
+		LEFT JOIN pg_class c ON c.oid = r.oid`, schema, name, w.publication).
+		Scan(&oid, &partitioned, &viaRoot, &published)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("check outbox table %s: %w", w.table, err)
@@ -75,6 +78,13 @@ func (w *TableWatch) current(ctx context.Context, conn *pgx.Conn) (uint32, error
 			w.table, w.publication, w.advice())
 	case w.oid != 0 && *oid != w.oid:
 		return 0, w.replaced()
+	case partitioned && !viaRoot:
+		// The partitions' inserts are streamed under the partitions' names, which the
+		// decoder takes for other tables: they would be confirmed unpublished.
+		return 0, setupErrorf("publication %s no longer publishes partitioned outbox table %s through its root "+
+			"(publish_via_partition_root was turned off); its inserts are streamed under the partitions' names "+
+			"and walrelay cannot publish them. Run ALTER PUBLICATION %s SET (publish_via_partition_root = true), then %s",
+			w.publication, w.table, pgx.Identifier{w.publication}.Sanitize(), w.advice())
 	case !published:
 		return 0, setupErrorf("outbox table %s left publication %s; its inserts are no longer streamed. "+
 			"Run ALTER PUBLICATION %s ADD TABLE %s, then %s", w.table, w.publication, w.publication, w.table, w.advice())

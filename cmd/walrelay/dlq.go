@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/replication"
 )
 
 func dlqCommand() *cobra.Command {
@@ -34,7 +35,11 @@ func withStore(cmd *cobra.Command, s *settings, fn func(*poller.Store) error) er
 		return fmt.Errorf("database url: %w", err)
 	}
 	defer pool.Close()
-	if err := fn(poller.NewStore(pool, s.relay.Table, s.relay.Retry)); err != nil {
+	shape, err := replication.DescribeTable(cmd.Context(), pool, s.relay.Table, s.relay.Columns)
+	if err != nil {
+		return runtimeError{err}
+	}
+	if err := fn(poller.NewStore(pool, shape, s.relay.Retry)); err != nil {
 		return runtimeError{err}
 	}
 	return nil
