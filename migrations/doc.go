@@ -1,14 +1,22 @@
-// Package migrations holds walrelay's versioned schema: SQL files embedded in the
-// binary and applied in order by `walrelay migrate` (pressly/goose under the hood).
+// Package migrations creates walrelay's schema and creates or adopts the outbox
+// table (`walrelay migrate`).
 //
-// Up is idempotent: applied versions are recorded in the walrelay_schema_version
-// table and a PostgreSQL advisory lock keeps two concurrent runs from racing, so
-// running it again changes nothing. The schema it creates:
+// Two parts, applied in one transaction:
 //
-//   - outbox_events: the article's table plus retry_after, last_error and
-//     dead_lettered_at for the poller, and a partial index on pending rows;
-//   - processed_events: the consumer-side deduplication table;
-//   - outbox_dead_letters: a view of rows given up on;
-//   - walrelay_slots: which replication slots finished their catch-up pass;
-//   - the publication "walrelay", insert-only, for outbox_events.
+//   - walrelay's own tables, versioned: SQL files embedded in the binary, applied in
+//     order and recorded in walrelay_schema_version (goose's layout, which earlier
+//     versions used): processed_events, the consumer-side deduplication table, and
+//     walrelay_slots, the slots' catch-up record;
+//   - the outbox table, planned from the catalog (plan.go), because its name and
+//     columns are the user's and it may predate walrelay: the table when missing;
+//     otherwise only the bookkeeping columns it lacks (attempts, processed_at,
+//     retry_after, last_error, dead_lettered_at, all nullable or defaulted); the
+//     partial indexes on pending and handed-over rows; the outbox_dead_letters view;
+//     the insert-only publication. An object of walrelay's name that means something
+//     else is a conflict: reported with what to do, and nothing is changed.
+//
+// On tables over DefaultLargeTable rows the indexes are built with CREATE INDEX
+// CONCURRENTLY after the commit (it cannot run in a transaction); an INVALID index a
+// failed build left is dropped and built again by the next run. A PostgreSQL advisory
+// lock keeps two runs from racing, and running it again changes nothing.
 package migrations

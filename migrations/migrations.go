@@ -2,82 +2,144 @@ package migrations
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/database"
-	"github.com/pressly/goose/v3/lock"
 )
 
 //go:embed sql/*.sql
 var files embed.FS
 
-// VersionTable records which migrations ran.
+// VersionTable records which versioned migrations ran. Its layout is goose's, which
+// walrelay used before, so databases migrated by an older walrelay keep their history.
 const VersionTable = "walrelay_schema_version"
 
-// Result is one migration that Up applied.
+// Result is one versioned migration that Up applied.
 type Result struct {
 	Version int64
 	Name    string
 }
 
-// Up applies every migration not yet recorded and returns those it applied (none
-// when the schema is current).
+// Up brings a database to the schema of a fresh walrelay install: the default table
+// outbox_events with the default column names, publication "walrelay". It returns
+// the versioned migrations it applied (none when the schema is current).
 func Up(ctx context.Context, databaseURL string, logger *slog.Logger) ([]Result, error) {
-	connConfig, err := pgx.ParseConfig(databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
-	}
-	db := stdlib.OpenDB(*connConfig)
-	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("connect to postgresql: %w", err)
-	}
-	provider, err := newProvider(db, logger)
+	rep, err := Migrate(ctx, Options{DatabaseURL: databaseURL, Out: io.Discard})
 	if err != nil {
 		return nil, err
 	}
-	applied, err := provider.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("apply migrations: %w", err)
+	if logger != nil {
+		for _, r := range rep.Applied {
+			logger.Info("applied migration", "version", r.Version, "name", r.Name)
+		}
 	}
-	out := make([]Result, 0, len(applied))
-	for _, r := range applied {
-		out = append(out, Result{Version: r.Source.Version, Name: r.Source.Path})
-	}
-	return out, nil
+	return rep.Applied, nil
 }
 
-func newProvider(db *sql.DB, logger *slog.Logger) (*goose.Provider, error) {
-	sqlFiles, err := fs.Sub(files, "sql")
+// versioned is one embedded SQL file: the part between "-- +goose Up" and
+// "-- +goose Down", run as one multi-statement string.
+type versioned struct {
+	Result
+	up string
+}
+
+func embedded() ([]versioned, error) {
+	entries, err := fs.ReadDir(files, "sql")
 	if err != nil {
 		return nil, fmt.Errorf("open embedded migrations: %w", err)
 	}
-	store, err := database.NewStore(database.DialectPostgres, VersionTable)
+	var out []versioned
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		version, err := strconv.ParseInt(num, 10, 64)
+		if !ok || err != nil || version <= 0 {
+			return nil, fmt.Errorf("embedded migration %s: name must start with a version number and _", e.Name())
+		}
+		data, err := files.ReadFile(path.Join("sql", e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("read embedded migration %s: %w", e.Name(), err)
+		}
+		text := string(data)
+		_, up, ok := strings.Cut(text, "-- +goose Up")
+		if !ok {
+			return nil, fmt.Errorf("embedded migration %s has no -- +goose Up section", e.Name())
+		}
+		up, _, _ = strings.Cut(up, "-- +goose Down")
+		up = strings.NewReplacer("-- +goose StatementBegin", "", "-- +goose StatementEnd", "").Replace(up)
+		out = append(out, versioned{Result: Result{Version: version, Name: e.Name()}, up: strings.TrimSpace(up)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// pendingVersions returns the embedded migrations the version table does not record
+// as applied (all of them when the table does not exist yet).
+func pendingVersions(ctx context.Context, tx pgx.Tx) (all []versioned, pending []versioned, tableExists bool, err error) {
+	all, err = embedded()
 	if err != nil {
-		return nil, fmt.Errorf("migration store: %w", err)
+		return nil, nil, false, err
 	}
-	locker, err := lock.NewPostgresSessionLocker()
-	if err != nil {
-		return nil, fmt.Errorf("migration lock: %w", err)
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", VersionTable).Scan(&tableExists); err != nil {
+		return nil, nil, false, fmt.Errorf("look up %s: %w", VersionTable, err)
 	}
-	opts := []goose.ProviderOption{
-		goose.WithStore(store),
-		goose.WithSessionLocker(locker),
-		goose.WithDisableGlobalRegistry(true),
+	applied := map[int64]bool{}
+	if tableExists {
+		// The newest row of a version says whether it is applied (goose's rule).
+		rows, err := tx.Query(ctx, "SELECT DISTINCT ON (version_id) version_id, is_applied FROM "+VersionTable+
+			" ORDER BY version_id, id DESC")
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("read %s: %w", VersionTable, err)
+		}
+		for rows.Next() {
+			var v int64
+			var ok bool
+			if err := rows.Scan(&v, &ok); err != nil {
+				return nil, nil, false, fmt.Errorf("read %s: %w", VersionTable, err)
+			}
+			applied[v] = ok
+		}
+		if err := rows.Err(); err != nil {
+			return nil, nil, false, fmt.Errorf("read %s: %w", VersionTable, err)
+		}
 	}
-	if logger != nil {
-		opts = append(opts, goose.WithSlog(logger))
+	for _, m := range all {
+		if !applied[m.Version] {
+			pending = append(pending, m)
+		}
 	}
-	provider, err := goose.NewProvider("", db, sqlFiles, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("load migrations: %w", err)
+	return all, pending, tableExists, nil
+}
+
+const createVersionTable = `CREATE TABLE ` + VersionTable + ` (
+    id         integer   PRIMARY KEY GENERATED BY DEFAULT AS IDENTITY,
+    version_id bigint    NOT NULL,
+    is_applied boolean   NOT NULL,
+    tstamp     timestamp NOT NULL DEFAULT now()
+);
+INSERT INTO ` + VersionTable + ` (version_id, is_applied) VALUES (0, true)`
+
+// applyVersions runs the pending migrations inside tx and records each.
+func applyVersions(ctx context.Context, tx pgx.Tx, pending []versioned, tableExists bool) error {
+	if !tableExists {
+		if _, err := tx.Exec(ctx, createVersionTable); err != nil {
+			return fmt.Errorf("create %s: %w", VersionTable, err)
+		}
 	}
-	return provider, nil
+	for _, m := range pending {
+		if _, err := tx.Exec(ctx, m.up); err != nil {
+			return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+VersionTable+" (version_id, is_applied) VALUES ($1, true)", m.Version); err != nil {
+			return fmt.Errorf("record migration %d: %w", m.Version, err)
+		}
+	}
+	return nil
 }
