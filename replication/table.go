@@ -46,6 +46,44 @@ func WatchTable(ctx context.Context, conn *pgx.Conn, table, publication, slot st
 	return w, nil
 }
 
+// TableWatches watches the several outbox tables a slot streams.
+type TableWatches []*TableWatch
+
+// WatchTables watches each of tables. The first is the one walrelay_slots records the
+// identity of (its table_oid); the others are watched from now on, so a table
+// replaced while no relay ran is noticed for the first table only.
+func WatchTables(ctx context.Context, conn *pgx.Conn, tables []string, publication, slot string) (TableWatches, error) {
+	var ws TableWatches
+	for i, table := range tables {
+		if i == 0 {
+			w, err := WatchTable(ctx, conn, table, publication, slot)
+			if err != nil {
+				return nil, err
+			}
+			ws = append(ws, w)
+			continue
+		}
+		w := &TableWatch{table: table, publication: publication, slot: slot}
+		oid, err := w.current(ctx, conn)
+		if err != nil {
+			return nil, err
+		}
+		w.oid = oid
+		ws = append(ws, w)
+	}
+	return ws, nil
+}
+
+// Check is TableWatch.Check for each table.
+func (ws TableWatches) Check(ctx context.Context, conn *pgx.Conn) error {
+	for _, w := range ws {
+		if err := w.Check(ctx, conn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Check fails with a *SetupError when the table was replaced or left the
 // publication since WatchTable. Call it before confirming an LSN: a change it does not
 // see yet committed at the earliest at the end of what was received (a commit can
