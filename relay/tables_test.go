@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -76,12 +77,14 @@ func TestTwoTablesInOneRelay(t *testing.T) {
 		insertB(tx, "shared", `{"b": 0}`)
 		insertA(tx, "a-0")
 	})
+	tables := []relay.TableConfig{
+		{Table: "outbox_events", Columns: outbox.DefaultColumns(), TopicTemplate: "tenant_a.{aggregate_type}"},
+		{Table: "tenant_b.outbox", Columns: debeziumColumns, TopicTemplate: "tenant_b.{aggregate_type}.{event_type}"},
+	}
+	reg := prometheus.NewRegistry()
 	rn := start(t, dbURL, broker, "two_tables", fastRetries, func(c *config) {
-		c.Publication = "two_tables"
-		c.Tables = []relay.TableConfig{
-			{Table: "outbox_events", Columns: outbox.DefaultColumns(), TopicTemplate: "tenant_a.{aggregate_type}"},
-			{Table: "tenant_b.outbox", Columns: debeziumColumns, TopicTemplate: "tenant_b.{aggregate_type}.{event_type}"},
-		}
+		c.Publication, c.Tables = "two_tables", tables
+		c.Registry, c.StatsInterval = reg, 100*time.Millisecond
 	})
 	if !rn.waitLog(30*time.Second, "msg=streaming") {
 		t.Fatal("the relay did not start streaming")
@@ -163,5 +166,47 @@ func TestTwoTablesInOneRelay(t *testing.T) {
 	}
 	if consumer.Distinct() != want {
 		t.Errorf("%d distinct events delivered, want %d", consumer.Distinct(), want)
+	}
+
+	// The dead letter is counted for its table, and in the total.
+	deadLetters := func() map[string]float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				switch f.GetName() {
+				case "walrelay_dead_letters":
+					out["total"] = m.GetGauge().GetValue()
+				case "walrelay_table_dead_letters":
+					for _, l := range m.GetLabel() {
+						if l.GetName() == "table" {
+							out[l.GetValue()] = m.GetGauge().GetValue()
+						}
+					}
+				}
+			}
+		}
+		return out
+	}
+	testenv.WaitFor(t, 30*time.Second, "dead letter metrics: 1 in tenant_b.outbox, 0 in public.outbox_events, 1 in all", func() bool {
+		d := deadLetters()
+		v, ok := d["public.outbox_events"]
+		return ok && v == 0 && d["tenant_b.outbox"] == 1 && d["total"] == 1
+	})
+	// walrelay status has a row per table.
+	statusCfg := relay.DefaultConfig()
+	statusCfg.DatabaseURL, statusCfg.Tables = dbURL, tables
+	statusCfg.Slot, statusCfg.Publication = "two_tables", "two_tables"
+	st, err := relay.ReadStatus(ctx, statusCfg, relay.StatusLimits{MaxDeadLetters: 5, StallTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTables := []relay.TableStatus{{Table: "public.outbox_events"}, {Table: "tenant_b.outbox", PendingRows: 0, DeadLetters: 1}}
+	if len(st.Tables) != 2 || st.Tables[0].Table != wantTables[0].Table || st.Tables[0].PendingRows != 0 || st.Tables[0].DeadLetters != 0 ||
+		st.Tables[1].Table != wantTables[1].Table || st.Tables[1].PendingRows != 0 || st.Tables[1].DeadLetters != 1 || st.DeadLetters != 1 {
+		t.Errorf("status tables %+v (dead letters %d), want %+v and 1 dead letter in all", st.Tables, st.DeadLetters, wantTables)
 	}
 }
