@@ -210,3 +210,49 @@ func TestTwoTablesInOneRelay(t *testing.T) {
 		t.Errorf("status tables %+v (dead letters %d), want %+v and 1 dead letter in all", st.Tables, st.DeadLetters, wantTables)
 	}
 }
+
+// In poll mode each table has its own poller: the rows of both tables are published
+// once each to their table's topic and marked in their table.
+func TestTwoTablesPollMode(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	execSQL(t, conn, `CREATE SCHEMA tenant_b`)
+	execSQL(t, conn, `CREATE TABLE tenant_b.outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`)
+	execSQL(t, conn, addBookkeeping("tenant_b.outbox"))
+	start(t, dbURL, broker, "unused", fastRetries, func(c *config) {
+		c.Mode = relay.ModePoll
+		c.Tables = []relay.TableConfig{
+			{Table: "outbox_events", Columns: outbox.DefaultColumns(), TopicTemplate: "poll_a.{aggregate_type}"},
+			{Table: "tenant_b.outbox", Columns: debeziumColumns, TopicTemplate: "poll_b.{aggregate_type}"},
+		}
+	})
+	topicOf := map[string]string{}
+	for i := range 10 {
+		var a, b string
+		if err := conn.QueryRow(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+			VALUES ('order', $1, 'placed', '{}') RETURNING id::text`, fmt.Sprintf("agg-%d", i%3)).Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRow(ctx, `INSERT INTO tenant_b.outbox (id, aggregatetype, aggregateid, type, payload)
+			VALUES (gen_random_uuid(), 'invoice', $1, 'sent', '{}') RETURNING id::text`, fmt.Sprintf("agg-%d", i%3)).Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		topicOf[a], topicOf[b] = "poll_a.order", "poll_b.invoice"
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `poll_[ab]\..*`)
+	if !consumer.WaitDistinct(time.Minute, len(topicOf)) {
+		t.Fatalf("%d of %d events delivered", consumer.Distinct(), len(topicOf))
+	}
+	for _, rec := range consumer.Records {
+		id := testenv.Header(rec, "id")
+		if want, ok := topicOf[id]; !ok || rec.Topic != want || consumer.Count(id) != 1 {
+			t.Errorf("event %s on topic %s, delivered %d times; want once, on %q", id, rec.Topic, consumer.Count(id), want)
+		}
+	}
+	waitMarked(t, conn, "outbox_events", 10)
+	waitMarked(t, conn, "tenant_b.outbox", 10)
+}
