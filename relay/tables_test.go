@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
@@ -23,8 +24,19 @@ import (
 // topic with the key and headers of their table's columns, in order per aggregate and
 // table, and marked in their own table; a poison event of the second table is handed
 // over, retried and dead-lettered there while the first table has no dead letter.
+// Both delivery guarantees.
 func TestTwoTablesInOneRelay(t *testing.T) {
 	t.Parallel()
+	for _, d := range []relay.Delivery{relay.AtLeastOnce, relay.ExactlyOnce} {
+		t.Run(string(d), func(t *testing.T) {
+			t.Parallel()
+			twoTables(t, d)
+		})
+	}
+}
+
+func twoTables(t *testing.T, delivery relay.Delivery) {
+	slot := "two_tables_" + strings.ReplaceAll(string(delivery), "-", "_")
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
 	conn := testenv.Connect(t, dbURL)
@@ -82,8 +94,8 @@ func TestTwoTablesInOneRelay(t *testing.T) {
 		{Table: "tenant_b.outbox", Columns: debeziumColumns, TopicTemplate: "tenant_b.{aggregate_type}.{event_type}"},
 	}
 	reg := prometheus.NewRegistry()
-	rn := start(t, dbURL, broker, "two_tables", fastRetries, func(c *config) {
-		c.Publication, c.Tables = "two_tables", tables
+	rn := start(t, dbURL, broker, slot, fastRetries, func(c *config) {
+		c.Publication, c.Tables, c.Delivery = "two_tables", tables, delivery
 		c.Registry, c.StatsInterval = reg, 100*time.Millisecond
 	})
 	if !rn.waitLog(30*time.Second, "msg=streaming") {
@@ -110,7 +122,7 @@ func TestTwoTablesInOneRelay(t *testing.T) {
 		insertB(tx, "b-after-poison", "{}")
 	})
 
-	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `tenant_[ab]\..*`)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `tenant_[ab]\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	want := len(inA) + len(inB)
 	if !consumer.WaitDistinct(time.Minute, want) {
 		t.Fatalf("%d of %d events delivered", consumer.Distinct(), want)
@@ -157,8 +169,8 @@ func TestTwoTablesInOneRelay(t *testing.T) {
 	})
 	var deadA, slots, published int
 	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox_events WHERE dead_lettered_at IS NOT NULL),
-			(SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'two_tables'),
-			(SELECT count(*) FROM pg_publication_tables WHERE pubname = 'two_tables')`).Scan(&deadA, &slots, &published); err != nil {
+			(SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1),
+			(SELECT count(*) FROM pg_publication_tables WHERE pubname = 'two_tables')`, slot).Scan(&deadA, &slots, &published); err != nil {
 		t.Fatal(err)
 	}
 	if deadA != 0 || slots != 1 || published != 2 {
@@ -199,7 +211,7 @@ func TestTwoTablesInOneRelay(t *testing.T) {
 	// walrelay status has a row per table.
 	statusCfg := relay.DefaultConfig()
 	statusCfg.DatabaseURL, statusCfg.Tables = dbURL, tables
-	statusCfg.Slot, statusCfg.Publication = "two_tables", "two_tables"
+	statusCfg.Slot, statusCfg.Publication = slot, "two_tables"
 	st, err := relay.ReadStatus(ctx, statusCfg, relay.StatusLimits{MaxDeadLetters: 5, StallTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
