@@ -168,6 +168,12 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	// plans keep the primary-key lookups.
 	poolCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	replication.TuneKeepalives(&poolCfg.ConnConfig.Config) // a silent network fails bookkeeping in seconds, not hours
+	// Each table's poller holds a connection while it polls, and in poll mode another
+	// for LISTEN: with several tables the default pool (4 or the CPU count) could
+	// leave the bookkeeping waiting. A pool_max_conns in the URL is left as it is.
+	if n := len(r.cfg.OutboxTables()); n > 1 && !strings.Contains(r.cfg.DatabaseURL, "pool_max_conns") {
+		poolCfg.MaxConns = max(poolCfg.MaxConns, int32(2*n+3))
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, errorf("database pool", err)
