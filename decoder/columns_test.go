@@ -1,6 +1,7 @@
 package decoder_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -96,5 +97,51 @@ func TestDecodeByteaPayloadAndTimestamp(t *testing.T) {
 	err := d.Decode(insertMsg(outboxOID, r.with("created_at", text("2026-11-29 19:31:48+00")).vals(typedCols)), &m)
 	if re, ok := err.(*decoder.RowError); !ok || re.Column != "created_at" {
 		t.Errorf("timestamp with an offset in a timestamp column: %v, want a RowError", err)
+	}
+}
+
+// One decoder reads several outbox tables, each by its own column names, and says
+// which table each insert is for.
+func TestDecodeSeveralTables(t *testing.T) {
+	const tenantOID = outboxOID + 1
+	d := decoder.NewTables([]decoder.Table{
+		{Schema: "public", Name: "outbox", Columns: outbox.DefaultColumns()},
+		{Schema: "tenant_b", Name: "outbox", Columns: debeziumNames},
+	})
+	var m decoder.Message
+	for _, rel := range [][]byte{
+		relationMsg(tenantOID, "tenant_b", "outbox", debeziumCols),
+		relationMsg(outboxOID, "public", "outbox", defaultCols),
+	} {
+		if err := d.Decode(rel, &m); err != nil || m.Kind != decoder.KindRelation {
+			t.Fatalf("decode relation: kind %v, err %v", m.Kind, err)
+		}
+	}
+	// A table of the same name in another schema is not one of them.
+	if err := d.Decode(relationMsg(outboxOID+2, "tenant_c", "outbox", debeziumCols), &m); err != nil || m.Kind != decoder.KindSkip {
+		t.Fatalf("relation of another schema: kind %v, err %v, want skip", m.Kind, err)
+	}
+	b := row{"id": text(testID), "aggregatetype": text("invoice"), "aggregateid": text("inv-1"),
+		"type": text("invoice.sent"), "payload": text(testPayload)}
+	if err := d.Decode(insertMsg(tenantOID, b.vals(debeziumCols)), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Kind != decoder.KindInsert || m.Table != 1 || m.Event.AggregateType != "invoice" || m.Event.EventType != "invoice.sent" {
+		t.Fatalf("insert into tenant_b.outbox: kind %v, table %d, event %+v; want an insert of table 1", m.Kind, m.Table, m.Event)
+	}
+	a := row{"id": text(testID), "aggregate_type": text("order"), "aggregate_id": text("ord-1"),
+		"event_type": text("order.placed"), "payload": text(testPayload), "created_at": text("2024-01-02 03:04:05+00")}
+	if err := d.Decode(insertMsg(outboxOID, a.vals(defaultCols)), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Kind != decoder.KindInsert || m.Table != 0 {
+		t.Fatalf("insert into public.outbox: kind %v, table %d; want an insert of table 0", m.Kind, m.Table)
+	}
+	// A row error names its table, and Message.Table says which one it is.
+	b["aggregateid"] = null
+	err := d.Decode(insertMsg(tenantOID, b.vals(debeziumCols)), &m)
+	var rowErr *decoder.RowError
+	if !errors.As(err, &rowErr) || rowErr.Table != "tenant_b.outbox" || m.Table != 1 {
+		t.Fatalf("NULL aggregateid: %v (table %d), want a RowError for tenant_b.outbox and table 1", err, m.Table)
 	}
 }

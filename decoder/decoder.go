@@ -56,23 +56,39 @@ type Message struct {
 	CommitTime time.Time     // Begin and Commit, in UTC
 	Xid        uint32        // Begin
 	Event      outbox.Event  // Insert
+	// Table is the index, among the decoder's tables (NewTables), of the table an
+	// Insert, a handed-over row or a *RowError is about; 0 with one table.
+	Table int
 }
 
-// Decoder turns pgoutput messages into Messages for one outbox table. It
-// keeps the relation cache of the replication session it decodes, so use one
-// Decoder per session and from one goroutine at a time.
+// Decoder turns pgoutput messages into Messages for one or several outbox
+// tables. It keeps the relation cache of the replication session it decodes, so
+// use one Decoder per session and from one goroutine at a time.
 type Decoder struct {
-	schema, table string
-	qualified     string // schema.table, for errors
+	tables []target
 
 	// rels maps a relation OID from a Relation message to its layout. A nil
 	// value means the OID was described and belongs to another table; an
 	// absent key means no Relation message named it yet.
 	rels map[uint32]*relation
-	// names are the table's column names by field (columnNames).
-	names [numColumns]string
 
 	slab []byte // where events' bytes are carved from; see carve
+}
+
+// Table is one outbox table a decoder reads: where it is and what its columns are
+// called.
+type Table struct {
+	Schema, Name string
+	Columns      outbox.Columns
+}
+
+// target is a Table as the decoder uses it.
+type target struct {
+	schema, table string
+	qualified     string // schema.table, for errors
+	index         int    // in Decoder.tables, reported as Message.Table
+	// names are the table's column names by field (columnNames).
+	names [numColumns]string
 }
 
 // New returns a decoder for inserts into schema.table (e.g. "public", "outbox_events")
@@ -80,13 +96,18 @@ type Decoder struct {
 // With cols.CreatedAt empty, events leave CreatedAt zero for the caller to fill
 // with the commit time.
 func New(schema, table string, cols outbox.Columns) *Decoder {
-	return &Decoder{
-		schema:    schema,
-		table:     table,
-		qualified: schema + "." + table,
-		rels:      make(map[uint32]*relation),
-		names:     columnNames(cols),
+	return NewTables([]Table{{Schema: schema, Name: table, Columns: cols}})
+}
+
+// NewTables returns a decoder for inserts into each of tables, each with its own
+// column names; Message.Table tells which one an insert is for (its index here).
+func NewTables(tables []Table) *Decoder {
+	d := &Decoder{rels: make(map[uint32]*relation)}
+	for i, t := range tables {
+		d.tables = append(d.tables, target{schema: t.Schema, table: t.Name, qualified: t.Schema + "." + t.Name,
+			index: i, names: columnNames(t.Columns)})
 	}
+	return d
 }
 
 // Decode parses one pgoutput message into m (m is reused by the caller between calls; Decode overwrites the fields the Kind uses).

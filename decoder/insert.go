@@ -33,6 +33,7 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 	if rel.err != nil {
 		return rel.err
 	}
+	m.Table = rel.t.index
 	tagOff := r.off
 	tag, err := r.uint8("tuple tag")
 	if err != nil {
@@ -52,12 +53,16 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 		// The poller's row, usually walrelay's re-insert of a failed event whose
 		// row the application deleted: the poller publishes it after its backoff.
 		m.Kind = KindHandedOver
+		m.Table = rel.t.index
 		return nil
 	}
 	if err := d.fill(data, rel, &spans, &m.Event); err != nil {
+		m.Event = outbox.Event{}
+		m.Table = rel.t.index
 		return err
 	}
 	m.Kind = KindInsert
+	m.Table = rel.t.index
 	return nil
 }
 
@@ -113,18 +118,18 @@ func readTuple(r *reader, rel *relation) (spans [numColumns]span, err error) {
 // data and an insert costs no allocation of its own.
 func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *outbox.Event) error {
 	for f := range numFields {
-		if d.names[f] == "" {
+		if rel.t.names[f] == "" {
 			continue // no such column (created_at)
 		}
 		switch spans[f].kind {
 		case 'n':
-			return d.rowError(data, spans, f, "is NULL")
+			return rel.rowError(data, spans, f, "is NULL")
 		case 'u':
-			return d.rowError(data, spans, f, "is an unchanged TOAST value, which an insert never carries")
+			return rel.rowError(data, spans, f, "is an unchanged TOAST value, which an insert never carries")
 		}
 	}
 	var createdAt time.Time
-	if d.names[fieldCreatedAt] != "" {
+	if rel.t.names[fieldCreatedAt] != "" {
 		ts := spans[fieldCreatedAt]
 		var ok bool
 		if createdAt, ok = parseTimestamp(data[ts.off:ts.off+ts.n], !rel.createdAtLocal); !ok {
@@ -132,7 +137,7 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *
 			if rel.createdAtLocal {
 				want = "a finite timestamp in ISO format (like 2006-01-02 15:04:05.999999)"
 			}
-			return d.rowError(data, spans, fieldCreatedAt, "value "+quoteValue(data[ts.off:ts.off+ts.n])+" is not "+want)
+			return rel.rowError(data, spans, fieldCreatedAt, "value "+quoteValue(data[ts.off:ts.off+ts.n])+" is not "+want)
 		}
 	}
 	payload := data[spans[fieldPayload].off : spans[fieldPayload].off+spans[fieldPayload].n]
@@ -141,7 +146,7 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *
 		// pgoutput sends bytea in its text form, \x and two hex digits a byte
 		// (bytea_output = hex, which the replication connection sets).
 		if len(payload) < 2 || payload[0] != '\\' || payload[1] != 'x' || len(payload)%2 != 0 {
-			return d.rowError(data, spans, fieldPayload, "bytea value is not in hex format (\\x...); set bytea_output = hex")
+			return rel.rowError(data, spans, fieldPayload, "bytea value is not in hex format (\\x...); set bytea_output = hex")
 		}
 		payloadLen = (len(payload) - 2) / 2
 	}
@@ -182,7 +187,7 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *
 		hi, ok1 := unhex(payload[2+2*i])
 		lo, ok2 := unhex(payload[3+2*i])
 		if !ok1 || !ok2 {
-			return d.rowError(data, spans, fieldPayload, "bytea value has a character that is not a hex digit")
+			return rel.rowError(data, spans, fieldPayload, "bytea value has a character that is not a hex digit")
 		}
 		out[i] = hi<<4 | lo
 	}
@@ -204,8 +209,8 @@ func unhex(c byte) (byte, bool) {
 
 // rowError reports field f of the row, naming the row by its id when that
 // column could be read.
-func (d *Decoder) rowError(data []byte, spans *[numColumns]span, f int, reason string) *RowError {
-	e := &RowError{Table: d.qualified, Column: d.names[f], Reason: reason}
+func (rel *relation) rowError(data []byte, spans *[numColumns]span, f int, reason string) *RowError {
+	e := &RowError{Table: rel.t.qualified, Column: rel.t.names[f], Reason: reason}
 	if id := spans[fieldID]; id.kind == 't' || id.kind == 'b' {
 		e.ID = string(data[id.off : id.off+id.n])
 	}

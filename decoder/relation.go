@@ -36,8 +36,8 @@ func columnNames(c outbox.Columns) [numColumns]string {
 	}
 }
 
-func (d *Decoder) fieldOf(name []byte) int8 {
-	for f, c := range d.names {
+func (t *target) fieldOf(name []byte) int8 {
+	for f, c := range t.names {
 		if c != "" && string(name) == c {
 			return int8(f)
 		}
@@ -52,8 +52,9 @@ const (
 	oidTimestamptz = 1184
 )
 
-// relation is the cached layout of the outbox table.
+// relation is the cached layout of an outbox table.
 type relation struct {
+	t     *target // the configured table it is
 	ncols int
 	// field maps a tuple column position to a field, or -1 for columns the
 	// relay ignores.
@@ -100,10 +101,17 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		return r.errorf(countOff, "%d columns need at least %d bytes but %d are left in message (%d bytes)", n, need, r.left(), len(data))
 	}
 
-	ours := string(ns) == d.schema && string(name) == d.table
+	var t *target
+	for i := range d.tables {
+		if string(ns) == d.tables[i].schema && string(name) == d.tables[i].table {
+			t = &d.tables[i]
+			break
+		}
+	}
+	ours := t != nil
 	var rel *relation
 	if ours {
-		rel = &relation{ncols: int(n), field: make([]int8, n)}
+		rel = &relation{t: t, ncols: int(n), field: make([]int8, n)}
 	}
 	var seen [numFields]bool
 	for i := range int(n) {
@@ -122,7 +130,7 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 			return err
 		}
 		if ours {
-			f := d.fieldOf(col)
+			f := t.fieldOf(col)
 			rel.field[i] = f
 			if f >= 0 && f < numFields {
 				seen[f] = true
@@ -144,8 +152,8 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		return nil
 	}
 	for f, ok := range seen {
-		if !ok && d.names[f] != "" {
-			rel.err = &SchemaError{Table: d.qualified, Column: d.names[f]}
+		if !ok && t.names[f] != "" {
+			rel.err = &SchemaError{Table: t.qualified, Column: t.names[f]}
 			d.rels[oid] = rel
 			return rel.err
 		}

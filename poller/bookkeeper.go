@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -44,10 +45,13 @@ const invisibleFor = time.Minute
 // crash never leaves an acked row unmarked behind a confirmed LSN, nor a failed event
 // unrecorded.
 type Bookkeeper struct {
-	store *Store
-	mode  OnPublish
-	every time.Duration
-	log   *slog.Logger
+	stores []*Store
+	// byTable finds an outcome's store by its event's table (outbox.Event.Table);
+	// an event without one belongs to the first store.
+	byTable map[string]int
+	mode    OnPublish
+	every   time.Duration
+	log     *slog.Logger
 
 	// OnFlush, when set, is called with the duration of each batch written.
 	OnFlush func(time.Duration)
@@ -62,9 +66,38 @@ type Bookkeeper struct {
 
 // NewBookkeeper batches outcomes for at most every before writing them.
 func NewBookkeeper(store *Store, mode OnPublish, every time.Duration, log *slog.Logger) *Bookkeeper {
-	b := &Bookkeeper{store: store, mode: mode, every: every, log: log}
+	return NewBookkeeperTables([]*Store{store}, mode, every, log)
+}
+
+// NewBookkeeperTables is NewBookkeeper for several outbox tables, one store each;
+// an outcome goes to the store whose table its event names (outbox.Event.Table,
+// schema.name as Shape.Qualified), or to the first when it names none. Each batch
+// is written in one transaction across the tables.
+func NewBookkeeperTables(stores []*Store, mode OnPublish, every time.Duration, log *slog.Logger) *Bookkeeper {
+	b := &Bookkeeper{stores: stores, byTable: make(map[string]int, len(stores)), mode: mode, every: every, log: log}
+	for i, s := range stores {
+		b.byTable[s.qualified] = i
+	}
 	b.mu.wake = make(chan struct{}, 1)
 	return b
+}
+
+// storeOf is the index of the store o belongs to, or -1 for a table it has none for.
+func (b *Bookkeeper) storeOf(o *Outcome) int {
+	if o.Event.Table == "" {
+		return 0
+	}
+	if i, ok := b.byTable[o.Event.Table]; ok {
+		return i
+	}
+	return -1
+}
+
+// part is a batch's outcomes for one table.
+type part struct {
+	ids, covered            []string
+	failures, unpublishable []Failure
+	found                   Found
 }
 
 // Record queues an outcome. It never blocks: the relay's in-flight window bounds
@@ -128,32 +161,47 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	if len(batch) == 0 {
 		return batch
 	}
-	var ids, covered []string
-	var failures, unpublishable []Failure
+	parts := make([]part, len(b.stores))
+	var unknown []Outcome
+	kept := batch[:0]
 	for _, o := range batch {
+		i := b.storeOf(&o)
+		if i < 0 {
+			unknown = append(unknown, o)
+			continue
+		}
+		kept = append(kept, o)
+		p := &parts[i]
 		switch {
 		case o.Covered:
-			covered = append(covered, o.Event.ID)
+			p.covered = append(p.covered, o.Event.ID)
 		case o.Unpublishable:
-			unpublishable = append(unpublishable, Failure{Event: o.Event, Err: o.Err})
+			p.unpublishable = append(p.unpublishable, Failure{Event: o.Event, Err: o.Err})
 			b.log.Error("outbox row cannot become an event; dead-lettered", "event_id", o.Event.ID,
-				"lsn", o.LSN.String(), "err", o.Err)
+				"table", b.stores[i].qualified, "lsn", o.LSN.String(), "err", o.Err)
 		case o.Err == nil:
-			ids = append(ids, o.Event.ID)
+			p.ids = append(p.ids, o.Event.ID)
 		default:
-			failures = append(failures, Failure{Event: o.Event, Err: o.Err})
+			p.failures = append(p.failures, Failure{Event: o.Event, Err: o.Err})
 			b.log.Warn("publish failed; handing the event to the poller", "event_id", o.Event.ID,
-				"event_type", o.Event.EventType, "aggregate_id", o.Event.AggregateID, "attempt", 1, "lsn", o.LSN.String(), "err", o.Err)
+				"table", b.stores[i].qualified, "event_type", o.Event.EventType, "aggregate_id", o.Event.AggregateID,
+				"attempt", 1, "lsn", o.LSN.String(), "err", o.Err)
 		}
 	}
+	for _, o := range unknown {
+		// A relay's own mistake: the event names a table it does not keep books for.
+		o.Bookkept.Done(fmt.Errorf("event %s names outbox table %q, which this relay does not stream; "+
+			"it stays unsettled and is streamed again", o.Event.ID, o.Event.Table))
+	}
+	batch = kept
 	started := time.Now()
-	found, err := b.commit(ctx, ids, covered, failures, unpublishable)
+	err := b.commit(ctx, parts)
 	if err == nil && b.OnFlush != nil {
 		b.OnFlush(time.Since(started))
 	}
 	var retry []Outcome
 	for _, o := range batch {
-		if err == nil && o.Err == nil && !o.Unpublishable && !o.Covered && b.mode != None && !found.Has(o.Event.ID) {
+		if err == nil && o.Err == nil && !o.Unpublishable && !o.Covered && b.mode != None && !parts[b.storeOf(&o)].found.Has(o.Event.ID) {
 			// Acked, but its row is not visible yet: its transaction's commit is in the
 			// WAL but not yet visible to other sessions. Mark it in a later batch; until
 			// then it does not settle, so the slot does not confirm past it.
@@ -169,7 +217,7 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 		}
 		o.Bookkept.Done(err)
 	}
-	n := len(batch) - len(retry)
+	n := len(batch) - len(retry) + len(unknown)
 	clear(batch)
 	b.mu.Lock()
 	b.mu.queue = append(b.mu.queue, retry...)
@@ -178,32 +226,41 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	return batch[:0]
 }
 
-// commit records a batch in one transaction and reports the acked ids it marked.
-func (b *Bookkeeper) commit(ctx context.Context, ids, covered []string, failures, unpublishable []Failure) (Found, error) {
-	if b.mode == None && len(failures) == 0 && len(unpublishable) == 0 {
-		return Found{}, nil
+// commit records a batch in one transaction and sets, per table, the acked ids it
+// marked.
+func (b *Bookkeeper) commit(ctx context.Context, parts []part) error {
+	work := false
+	for i := range parts {
+		p := &parts[i]
+		work = work || len(p.failures) > 0 || len(p.unpublishable) > 0 ||
+			(b.mode != None && (len(p.ids) > 0 || len(p.covered) > 0))
 	}
-	tx, err := b.store.pool.Begin(ctx)
+	if !work {
+		return nil
+	}
+	tx, err := b.stores[0].pool.Begin(ctx)
 	if err != nil {
-		return Found{}, err
+		return err
 	}
 	defer tx.Rollback(context.Background())
-	var found Found
-	if b.mode != None {
-		if found, err = b.store.Published(ctx, tx, b.mode, ids); err != nil {
-			return Found{}, err
+	for i, store := range b.stores {
+		p := &parts[i]
+		if b.mode != None {
+			if p.found, err = store.Published(ctx, tx, b.mode, p.ids); err != nil {
+				return err
+			}
+			if err := store.PublishedEarlier(ctx, tx, b.mode, p.covered); err != nil {
+				return err
+			}
 		}
-		if err := b.store.PublishedEarlier(ctx, tx, b.mode, covered); err != nil {
-			return Found{}, err
+		if err := store.RecordFailures(ctx, tx, p.failures); err != nil {
+			return err
+		}
+		if err := store.DeadLetter(ctx, tx, p.unpublishable); err != nil {
+			return err
 		}
 	}
-	if err := b.store.RecordFailures(ctx, tx, failures); err != nil {
-		return Found{}, err
-	}
-	if err := b.store.DeadLetter(ctx, tx, unpublishable); err != nil {
-		return Found{}, err
-	}
-	return found, tx.Commit(ctx)
+	return tx.Commit(ctx)
 }
 
 // Wait returns when every recorded outcome was written, or ctx ends.

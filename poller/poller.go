@@ -24,6 +24,10 @@ const NotifyChannel = "outbox_event"
 type Config struct {
 	// Shape is the outbox table's (replication.DescribeTable).
 	Shape outbox.Shape
+	// TopicTemplate, when set, is the table's own topic template, which its events
+	// carry (outbox.Event.TopicTemplate). Table, when set, names the table on its
+	// events (outbox.Event.Table), for a relay that streams several.
+	TopicTemplate, Table string
 	// PollOnly makes the poller the relay: it publishes every pending row. Otherwise
 	// it only retries rows the stream handed over (retry_after set).
 	PollOnly  bool
@@ -264,6 +268,7 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueRow, error) {
 		var x dueRow
 		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts)
+		ev.TopicTemplate, ev.Table = p.cfg.TopicTemplate, p.cfg.Table
 		x.ev = ev
 		if bad != nil {
 			unpublishable = append(unpublishable, Failure{Event: &outbox.Event{ID: ev.ID}, Err: bad})

@@ -16,10 +16,11 @@ import (
 // Store runs the bookkeeping SQL on the outbox table. Each method is one committed
 // statement, or a transaction when it takes a tx.
 type Store struct {
-	pool   *pgxpool.Pool
-	table  string // sanitized identifier
-	cols   columns
-	policy Policy
+	pool      *pgxpool.Pool
+	table     string // sanitized identifier
+	qualified string // schema.name, as outbox.Event.Table names it
+	cols      columns
+	policy    Policy
 	// record is RecordFailures' statement, built once for the table's shape.
 	record string
 }
@@ -27,7 +28,7 @@ type Store struct {
 // NewStore returns a store for the outbox table of the given shape (read with
 // replication.DescribeTable; outbox.DefaultShape for walrelay's own table).
 func NewStore(pool *pgxpool.Pool, shape outbox.Shape, policy Policy) *Store {
-	s := &Store{pool: pool, table: shape.Ident(), cols: columnsOf(shape), policy: policy}
+	s := &Store{pool: pool, table: shape.Ident(), qualified: shape.Qualified(), cols: columnsOf(shape), policy: policy}
 	s.record = s.recordFailureSQL()
 	return s
 }

@@ -30,45 +30,16 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(created.SnapshotName, "'", "''")+"'"); err != nil {
 		return 0, errorf("import slot snapshot", err)
 	}
-	query, err := r.catchUpQuery(ctx, tx)
-	if err != nil {
-		return 0, err
-	}
-	rows, err := tx.Query(ctx, query)
-	if err != nil {
-		return 0, errorf("read pending rows", err)
-	}
-	defer rows.Close()
-
 	pub := r.publisher(snk, bk)
 	wm := replication.NewWatermark(r.window, 0)
 	wm.Begin()
 	n := 0
-	lastReport := time.Now()
 	var readErr error
-	for rows.Next() {
-		var ev outbox.Event
-		var unpublishable error
-		if ev, unpublishable, readErr = poller.ScanEvent(rows, r.shape.Columns); readErr != nil {
+	// Every table through the one snapshot: each is read up to the slot's start.
+	for i := range r.tables {
+		if readErr = r.catchUpTable(ctx, tx, &r.tables[i], pub, wm, &n); readErr != nil {
 			break
 		}
-		if readErr = r.waitForRoom(ctx, wm); readErr != nil {
-			break
-		}
-		if unpublishable != nil {
-			pub.deadLetter(ev.ID, unpublishable, 0, wm.Track(0))
-			continue
-		}
-		size := ev.Size()
-		pub.publish(ev, position{}, wm.Track(size), size)
-		n++
-		if time.Since(lastReport) > 5*time.Second {
-			r.log.Info("catch-up pass in progress", "slot", r.cfg.Slot, "events", n)
-			lastReport = time.Now()
-		}
-	}
-	if readErr == nil {
-		readErr = rows.Err()
 	}
 	wm.Commit(created.ConsistentPoint)
 	// Like a stopping stream, settle what was handed to the broker, within the
@@ -94,6 +65,44 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 	return n, nil
 }
 
+// catchUpTable publishes one table's pending rows in the pass, counting them in n.
+func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publisher, wm *replication.Watermark, n *int) error {
+	query, err := catchUpQuery(ctx, tx, t.shape)
+	if err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	lastReport := time.Now()
+	for rows.Next() {
+		ev, unpublishable, err := poller.ScanEvent(rows, t.shape.Columns)
+		if err != nil {
+			return err
+		}
+		t.label(&ev)
+		if err := r.waitForRoom(ctx, wm); err != nil {
+			return err
+		}
+		if unpublishable != nil {
+			row := outbox.Event{ID: ev.ID}
+			t.label(&row)
+			pub.deadLetter(row, unpublishable, 0, wm.Track(0))
+			continue
+		}
+		size := ev.Size()
+		pub.publish(ev, position{}, wm.Track(size), size)
+		*n++
+		if time.Since(lastReport) > 5*time.Second {
+			r.log.Info("catch-up pass in progress", "slot", r.cfg.Slot, "table", t.name, "events", *n)
+			lastReport = time.Now()
+		}
+	}
+	return rows.Err()
+}
+
 // waitForRoom waits until the window has room for another event of the pass.
 func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) error {
 	for r.window.Full() {
@@ -110,8 +119,8 @@ func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) erro
 
 // catchUpQuery selects pending rows: not processed, dead-lettered or handed to the
 // poller, where the table has those bookkeeping columns.
-func (r *Relay) catchUpQuery(ctx context.Context, tx pgx.Tx) (string, error) {
-	ident := r.shape.Ident()
+func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape) (string, error) {
+	ident := shape.Ident()
 	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
 	if err != nil {
@@ -126,6 +135,6 @@ func (r *Relay) catchUpQuery(ctx context.Context, tx pgx.Tx) (string, error) {
 	for _, c := range cols {
 		where += " AND " + c + " IS NULL"
 	}
-	return "SELECT " + poller.EventColumns(r.shape) + " FROM " +
-		ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(r.shape), nil
+	return "SELECT " + poller.EventColumns(shape) + " FROM " +
+		ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(shape), nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,6 +31,10 @@ type Config struct {
 	Table string
 	// Columns names the table's columns (default: the article's names).
 	Columns outbox.Columns
+	// Tables, when set, are the outbox tables the relay streams through its one slot
+	// and publication, each with its own columns and topic template; Table and
+	// Columns are then ignored. Order and every guarantee hold per table.
+	Tables []TableConfig
 	// Slot is the logical replication slot's name; one relay streams it at a time.
 	Slot string
 	// Publication is created for Table (inserts only) when missing.
@@ -103,6 +108,25 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// TableConfig is one of several outbox tables (Config.Tables).
+type TableConfig struct {
+	// Table is the outbox table, optionally schema-qualified.
+	Table string
+	// Columns names its columns.
+	Columns outbox.Columns
+	// TopicTemplate names its events' Kafka topic, NATS subject or Redis stream
+	// ({aggregate_type}, {event_type}); empty: the sink's own template.
+	TopicTemplate string
+}
+
+// OutboxTables is Tables, or the one table of Table and Columns.
+func (c *Config) OutboxTables() []TableConfig {
+	if len(c.Tables) > 0 {
+		return c.Tables
+	}
+	return []TableConfig{{Table: c.Table, Columns: c.Columns}}
+}
+
 // Mode selects how new rows are found.
 type Mode string
 
@@ -165,11 +189,27 @@ func (c *Config) validateNames() error {
 	} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		p.add("database url: %w", err) // the strictest parser of the ones Run uses
 	}
-	if !tableName.MatchString(c.Table) {
-		p.add("table %q is not a table name (name or schema.name)", c.Table)
-	}
-	if err := c.Columns.Validate(); err != nil {
-		p.add("%w", err)
+	seen := map[string]bool{}
+	for _, t := range c.OutboxTables() {
+		if !tableName.MatchString(t.Table) {
+			p.add("table %q is not a table name (name or schema.name)", t.Table)
+			continue
+		}
+		if err := t.Columns.Validate(); err != nil && len(c.Tables) == 0 {
+			p.add("%w", err)
+		} else if err != nil {
+			p.add("table %s: %w", t.Table, err)
+		}
+		if t.TopicTemplate != "" {
+			if _, err := sink.ParseTemplate(t.TopicTemplate); err != nil {
+				p.add("table %s: topic template: %w", t.Table, err)
+			}
+		}
+		if q := qualifiedTable(t.Table); seen[q] {
+			p.add("table %s is listed twice; list each outbox table once", q)
+		} else {
+			seen[q] = true
+		}
 	}
 	if !slotName.MatchString(c.Slot) {
 		p.add("slot %q: use 1 to 63 lowercase letters, digits and underscores", c.Slot)
@@ -178,6 +218,14 @@ func (c *Config) validateNames() error {
 		p.add("publication %q is not a valid name", c.Publication)
 	}
 	return errors.Join(p...)
+}
+
+// qualifiedTable is schema.name for a name that may omit the schema (public).
+func qualifiedTable(table string) string {
+	if strings.Contains(table, ".") {
+		return table
+	}
+	return "public." + table
 }
 
 // validateTimings checks the intervals, timeouts and bounds.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink"
@@ -36,6 +37,20 @@ func TestValidate(t *testing.T) {
 		want  string // substring of the error; "" means valid
 	}{
 		{"defaults", func(*relay.Config) {}, ""},
+		{"two tables", func(c *relay.Config) {
+			c.Tables = []relay.TableConfig{{Table: "outbox_events", Columns: outbox.DefaultColumns()},
+				{Table: "tenant_b.outbox", Columns: outbox.DefaultColumns(), TopicTemplate: "b.{event_type}"}}
+		}, ""},
+		{"table listed twice", func(c *relay.Config) {
+			c.Tables = []relay.TableConfig{{Table: "outbox_events", Columns: outbox.DefaultColumns()},
+				{Table: "public.outbox_events", Columns: outbox.DefaultColumns()}}
+		}, "public.outbox_events is listed twice"},
+		{"bad table template", func(c *relay.Config) {
+			c.Tables = []relay.TableConfig{{Table: "a.outbox", Columns: outbox.DefaultColumns(), TopicTemplate: "x.{tenant}"}}
+		}, "table a.outbox: topic template"},
+		{"bad table columns", func(c *relay.Config) {
+			c.Tables = []relay.TableConfig{{Table: "a.outbox", Columns: outbox.Columns{ID: "id"}}}
+		}, "table a.outbox: column-aggregate-type"},
 		{"no database", func(c *relay.Config) { c.DatabaseURL = "" }, "database url is required"},
 		{"bad database url", func(c *relay.Config) { c.DatabaseURL = "postgres://x:s3cret@host:notaport/db" }, "database url"},
 		{"no sink", func(c *relay.Config) { c.Sink = nil }, "a sink is required"},

@@ -95,14 +95,14 @@ func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, 
 	return nil
 }
 
-func (p *exactlyOnce) unmappable(id string, reason error, at position, txn *replication.Txn) {
+func (p *exactlyOnce) unmappable(row outbox.Event, reason error, at position, txn *replication.Txn) {
 	p.reached = sink.Position{LSN: at.lsn, Events: at.idx + 1, Origin: p.origin}
 	if p.done.Covers(at.lsn, at.idx) { // dead-lettered before that commit
 		txn.Done(0, nil)
 		return
 	}
 	p.pub.m.failed.WithLabelValues("").Inc()
-	p.leaveOut(poller.Outcome{Event: &outbox.Event{ID: id}, Err: reason, Unpublishable: true, LSN: at.lsn}, txn, 0)
+	p.leaveOut(poller.Outcome{Event: &row, Err: reason, Unpublishable: true, LSN: at.lsn}, txn, 0)
 }
 
 // commit ends the open Kafka transaction at the position reached; its events then

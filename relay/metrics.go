@@ -28,6 +28,8 @@ type metrics struct {
 	slotSafeWAL      *prometheus.GaugeVec
 	slotWALStatus    *prometheus.GaugeVec
 	slotActive       *prometheus.GaugeVec
+	tableWaiting     *prometheus.GaugeVec
+	tableDead        *prometheus.GaugeVec
 
 	waitingRows atomic.Int64 // rows waiting for the poller, from the last stats query
 }
@@ -70,10 +72,14 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_slot_wal_status", Help: "1 for the slot's current wal_status."}, []string{"slot", "status"}),
 		slotActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_slot_active", Help: "1 when a process streams the slot."}, []string{"slot"}),
+		tableWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walrelay_table_waiting_rows", Help: "Rows of each outbox table waiting for the poller (outbox_events_pending counts them all, plus events in flight)."}, []string{"table"}),
+		tableDead: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "walrelay_table_dead_letters", Help: "Dead letters of each outbox table (walrelay_dead_letters is their sum)."}, []string{"table"}),
 	}
 	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.commitToAck, m.confirmedLSN,
 		m.lastConfirm, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
-		m.slotWALStatus, m.slotActive,
+		m.slotWALStatus, m.slotActive, m.tableWaiting, m.tableDead,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "outbox_events_pending", Help: "Rows waiting for the poller plus events received and not yet acked.",
 		}, func() float64 {

@@ -22,9 +22,9 @@ type pipeline struct {
 	wm  *replication.Watermark
 	d   delivery
 	at  position // of the open transaction
-	// commitTimeIsCreatedAt: the table has no created_at column, so an event's
-	// creation time is its transaction's commit time.
-	commitTimeIsCreatedAt bool
+	// tables are the decoder's, in its order (decoder.Message.Table). A table
+	// without a created_at column takes its transaction's commit time instead.
+	tables []table
 }
 
 // position is where an event sits in the stream: its transaction's commit LSN and
@@ -40,7 +40,8 @@ type delivery interface {
 	// event publishes ev (or decides it needs no publishing) and settles it in txn.
 	event(ev outbox.Event, at position, txn *replication.Txn, size int) error
 	// unmappable dead-letters a row the decoder could not turn into an event.
-	unmappable(id string, reason error, at position, txn *replication.Txn)
+	// row names the row: its ID and Table.
+	unmappable(row outbox.Event, reason error, at position, txn *replication.Txn)
 	// tick runs every status interval.
 	tick() error
 	// drain waits until what was handed to the broker settled, or ctx ends.
@@ -51,7 +52,9 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 	if err := p.dec.Decode(data, &p.msg); err != nil {
 		var rowErr *decoder.RowError
 		if errors.As(err, &rowErr) && rowErr.ID != "" {
-			p.d.unmappable(rowErr.ID, rowErr, p.at, p.wm.Track(0))
+			row := outbox.Event{ID: rowErr.ID}
+			p.tables[p.msg.Table].label(&row)
+			p.d.unmappable(row, rowErr, p.at, p.wm.Track(0))
 			p.at.idx++
 			return nil
 		}
@@ -62,7 +65,9 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		p.wm.Begin()
 		p.at = position{lsn: p.msg.FinalLSN, committed: p.msg.CommitTime}
 	case decoder.KindInsert:
-		if p.commitTimeIsCreatedAt {
+		t := &p.tables[p.msg.Table]
+		t.label(&p.msg.Event)
+		if t.shape.Columns.CreatedAt == "" {
 			p.msg.Event.CreatedAt = p.at.committed
 		}
 		size := p.msg.Event.Size()
@@ -89,8 +94,8 @@ func (a atLeastOnce) event(ev outbox.Event, at position, txn *replication.Txn, s
 	return nil
 }
 
-func (a atLeastOnce) unmappable(id string, reason error, at position, txn *replication.Txn) {
-	a.pub.deadLetter(id, reason, at.lsn, txn)
+func (a atLeastOnce) unmappable(row outbox.Event, reason error, at position, txn *replication.Txn) {
+	a.pub.deadLetter(row, reason, at.lsn, txn)
 }
 
 func (atLeastOnce) tick() error { return nil }

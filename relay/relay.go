@@ -40,8 +40,22 @@ type Relay struct {
 	lostLeadership atomic.Bool // the last session ended because the lock's connection died
 	eoHandOver     sync.Map    // exactly-once: ids of events that poisoned a Kafka transaction
 
-	// shape is the outbox table's, read by checkTable at the start of Run.
+	// tables are the outbox tables, their shapes read by checkTable at the start of
+	// Run; shape is the first one's.
+	tables []table
+	shape  outbox.Shape
+}
+
+// table is one outbox table the relay streams.
+type table struct {
+	TableConfig
 	shape outbox.Shape
+	name  string // shape.Qualified(), which its events carry (outbox.Event.Table)
+}
+
+// label marks an event as the table's: bookkeeping and topic template follow it.
+func (t *table) label(ev *outbox.Event) {
+	ev.Table, ev.TopicTemplate = t.name, t.TopicTemplate
 }
 
 // New validates cfg and returns a relay. It opens no connection.
@@ -113,8 +127,11 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	// The bookkeeper outlives the stream so that a stopping stream can still settle
 	// what was acked; it stops last.
-	store := poller.NewStore(pool, r.shape, r.cfg.Retry)
-	bk := poller.NewBookkeeper(store, r.cfg.OnPublish, 50*time.Millisecond, r.log)
+	stores := make([]*poller.Store, len(r.tables))
+	for i, t := range r.tables {
+		stores[i] = poller.NewStore(pool, t.shape, r.cfg.Retry)
+	}
+	bk := poller.NewBookkeeperTables(stores, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
 	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
 	bkDone := make(chan struct{})
@@ -122,7 +139,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer func() { stopBookkeeper(); <-bkDone }()
 	if r.cfg.Mode == ModePoll {
 		r.metrics.leader.Set(1)
-		r.log.Info("polling", "table", r.cfg.Table, "batch_size", r.cfg.PollBatchSize, "interval", r.cfg.PollInterval.String())
+		r.log.Info("polling", "tables", r.tableNames(), "batch_size", r.cfg.PollBatchSize, "interval", r.cfg.PollInterval.String())
 	} else {
 		g.Go(func() error { return r.stream(gctx, snk, bk) })
 		if r.cfg.HeartbeatInterval > 0 {
@@ -130,10 +147,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	g.Go(func() error { return r.stats(gctx, pool) })
-	pl := r.newPoller(pool, snk)
-	g.Go(func() error { return pl.Run(gctx) })
-	if r.cfg.OnPublish == poller.Mark && r.cfg.Retention > 0 {
-		g.Go(func() error { return r.cleanup(gctx, store) })
+	for i := range r.tables {
+		pl := r.newPoller(pool, snk, &r.tables[i])
+		g.Go(func() error { return pl.Run(gctx) })
+		if r.cfg.OnPublish == poller.Mark && r.cfg.Retention > 0 {
+			g.Go(func() error { return r.cleanup(gctx, stores[i]) })
+		}
 	}
 	return g.Wait()
 }
@@ -149,6 +168,12 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	// plans keep the primary-key lookups.
 	poolCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	replication.TuneKeepalives(&poolCfg.ConnConfig.Config) // a silent network fails bookkeeping in seconds, not hours
+	// Each table's poller holds a connection while it polls, and in poll mode another
+	// for LISTEN: with several tables the default pool (4 or the CPU count) could
+	// leave the bookkeeping waiting. A pool_max_conns in the URL is left as it is.
+	if n := len(r.cfg.OutboxTables()); n > 1 && !strings.Contains(r.cfg.DatabaseURL, "pool_max_conns") {
+		poolCfg.MaxConns = max(poolCfg.MaxConns, int32(2*n+3))
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
 		return nil, errorf("database pool", err)
@@ -158,10 +183,10 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 
 // newPoller builds the poller: the stream's slow path, or the whole relay in poll
 // mode, where its batches say whether the relay is active.
-func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink) *poller.Poller {
+func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.Poller {
 	pollMode := r.cfg.Mode == ModePoll
 	return poller.New(pool, snk, poller.Config{
-		Shape: r.shape, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
+		Shape: t.shape, TopicTemplate: t.TopicTemplate, Table: t.name, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
 		BatchSize: r.cfg.PollBatchSize, Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
 		Logger: r.log,
 		OnBatch: func(res poller.BatchResult) {
@@ -345,8 +370,17 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 			if r.cfg.Mode == ModeStream {
 				err = replication.CheckServer(ctx, conn.Conn())
 			}
+			var tables []table
+			for _, tc := range r.cfg.OutboxTables() {
+				if err != nil {
+					break
+				}
+				var shape outbox.Shape
+				shape, err = replication.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns)
+				tables = append(tables, table{TableConfig: tc, shape: shape, name: shape.Qualified()})
+			}
 			if err == nil {
-				r.shape, err = replication.CheckTable(ctx, conn.Conn(), r.cfg.Table, r.cfg.Columns)
+				r.tables, r.shape = tables, tables[0].shape
 			}
 			conn.Release()
 		}
@@ -359,6 +393,24 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 			return nil
 		}
 	}
+}
+
+// tableNames lists the outbox tables, schema-qualified, for logs.
+func (r *Relay) tableNames() []string {
+	names := make([]string, len(r.tables))
+	for i, t := range r.tables {
+		names[i] = t.name
+	}
+	return names
+}
+
+// replicationTables are the outbox tables as replication's checks take them.
+func (r *Relay) replicationTables() []replication.Table {
+	tables := make([]replication.Table, len(r.tables))
+	for i, t := range r.tables {
+		tables[i] = replication.Table{Name: t.Table, Columns: t.Columns}
+	}
+	return tables
 }
 
 // splitIdent splits a possibly schema-qualified name for pgx.Identifier.

@@ -24,7 +24,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	}
 	defer conn.Close(context.Background())
 
-	st, err := replication.Preflight(ctx, conn, r.cfg.Table, r.cfg.Columns, r.cfg.Publication, r.cfg.Slot)
+	st, err := replication.PreflightTables(ctx, conn, r.replicationTables(), r.cfg.Publication, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,13 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		return err
 	}
 	// The connection stays open for the table checks before each confirmation.
-	watch, err := replication.WatchTable(ctx, conn, r.cfg.Table, r.cfg.Publication, r.cfg.Slot)
+	names := make([]string, len(r.tables))
+	decTables := make([]decoder.Table, len(r.tables))
+	for i, t := range r.tables {
+		names[i] = t.Table
+		decTables[i] = decoder.Table{Schema: t.shape.Schema, Name: t.shape.Name, Columns: t.Columns}
+	}
+	watch, err := replication.WatchTables(ctx, conn, names, r.cfg.Publication, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
@@ -51,7 +57,6 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		keepalive = max(senderTimeout/3, r.cfg.StatusInterval)
 	}
 
-	schema, table := replication.SplitTable(r.cfg.Table)
 	wm := replication.NewWatermark(r.window, start)
 	pub := r.publisher(snk, bk)
 	var d delivery = atLeastOnce{pub}
@@ -63,8 +68,8 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		defer closeTx()
 		d = eo
 	}
-	h := &pipeline{dec: decoder.New(schema, table, r.cfg.Columns), wm: wm, d: d, commitTimeIsCreatedAt: r.cfg.Columns.CreatedAt == ""}
-	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "table", r.cfg.Table,
+	h := &pipeline{dec: decoder.NewTables(decTables), wm: wm, d: d, tables: r.tables}
+	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "tables", r.tableNames(),
 		"from_lsn", start.String())
 	return rc.Stream(ctx, replication.StreamConfig{
 		Slot:              r.cfg.Slot,

@@ -93,9 +93,9 @@ func (b *bookkept) Done(err error) {
 
 // deadLetter records a row the decoder could not map as a dead letter; it settles
 // once that is committed.
-func (p *publisher) deadLetter(id string, reason error, lsn pglogrepl.LSN, txn *replication.Txn) {
+func (p *publisher) deadLetter(row outbox.Event, reason error, lsn pglogrepl.LSN, txn *replication.Txn) {
 	p.m.failed.WithLabelValues("").Inc()
-	p.record(poller.Outcome{Event: &outbox.Event{ID: id}, Err: reason, Unpublishable: true, LSN: lsn}, txn, 0, nil)
+	p.record(poller.Outcome{Event: &row, Err: reason, Unpublishable: true, LSN: lsn}, txn, 0, nil)
 }
 
 // acked settles an event the broker has (o.Err nil): at once with --on-publish

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,15 +62,22 @@ func (r *Relay) readTableStats(ctx context.Context, pool *pgxpool.Pool) error {
 	if r.cfg.Mode == ModePoll {
 		rows = "processed_at IS NULL"
 	}
-	var waitingRows, dead int64
-	err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),
+	var allWaiting, allDead int64
+	for _, t := range r.tables {
+		var waitingRows, dead int64
+		err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),
 			count(*) FILTER (WHERE dead_lettered_at IS NOT NULL)
-		FROM `+pgx.Identifier(splitIdent(r.cfg.Table)).Sanitize()+` WHERE `+rows).Scan(&waitingRows, &dead)
-	if err != nil {
-		return err
+		FROM `+t.shape.Ident()+` WHERE `+rows).Scan(&waitingRows, &dead)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", t.name, err)
+		}
+		r.metrics.tableWaiting.WithLabelValues(t.name).Set(float64(waitingRows))
+		r.metrics.tableDead.WithLabelValues(t.name).Set(float64(dead))
+		allWaiting += waitingRows
+		allDead += dead
 	}
-	r.metrics.waitingRows.Store(waitingRows)
-	r.metrics.deadLetters.Set(float64(dead))
+	r.metrics.waitingRows.Store(allWaiting)
+	r.metrics.deadLetters.Set(float64(allDead))
 	return nil
 }
 

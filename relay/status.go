@@ -30,6 +30,17 @@ type Status struct {
 	SlotReplacedAt     *time.Time `json:"slot_replaced_at,omitempty"`
 	SlotReplacedReason string     `json:"slot_replaced_reason,omitempty"`
 	Problems           []string   `json:"problems"`
+	// Tables has a row per outbox table; PendingRows and DeadLetters above are their
+	// sums, OldestPendingAge their maximum.
+	Tables []TableStatus `json:"tables"`
+}
+
+// TableStatus is one outbox table's part of Status.
+type TableStatus struct {
+	Table            string  `json:"table"`
+	PendingRows      int64   `json:"pending_rows"`
+	DeadLetters      int64   `json:"dead_letters"`
+	OldestPendingAge float64 `json:"oldest_pending_age_seconds"`
 }
 
 // recentReplacement is how long a slot's replacement counts as a problem.
@@ -103,10 +114,30 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		st.Problems = append(st.Problems, "publication "+cfg.Publication+" does not exist")
 	}
 
-	shape, err := replication.DescribeTable(ctx, conn, cfg.Table, cfg.Columns)
-	if err != nil {
-		return nil, errorf("read outbox table "+cfg.Table, err)
+	for _, t := range cfg.OutboxTables() {
+		ts, err := readTableStatus(ctx, conn, t)
+		if err != nil {
+			return nil, err
+		}
+		st.Tables = append(st.Tables, ts)
+		st.PendingRows += ts.PendingRows
+		st.DeadLetters += ts.DeadLetters
+		st.OldestPendingAge = max(st.OldestPendingAge, ts.OldestPendingAge)
 	}
+	if st.DeadLetters > limits.MaxDeadLetters {
+		st.Problems = append(st.Problems, fmt.Sprintf("%d dead letters (more than %d); see walrelay dlq list",
+			st.DeadLetters, limits.MaxDeadLetters))
+	}
+	return st, nil
+}
+
+// readTableStatus counts one outbox table's pending rows and dead letters.
+func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig) (TableStatus, error) {
+	shape, err := replication.DescribeTable(ctx, conn, t.Table, t.Columns)
+	if err != nil {
+		return TableStatus{}, errorf("read outbox table "+t.Table, err)
+	}
+	ts := TableStatus{Table: shape.Qualified()}
 	// The oldest pending row's age needs its creation time: without a created_at
 	// column it is not known and reported as 0.
 	created := "NULL::timestamptz"
@@ -121,18 +152,14 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),
 			count(*) FILTER (WHERE dead_lettered_at IS NOT NULL),
 			extract(epoch FROM now() - min(`+created+`) FILTER (WHERE dead_lettered_at IS NULL))::float8
-		FROM `+shape.Ident()+` WHERE processed_at IS NULL`).Scan(&st.PendingRows, &st.DeadLetters, &oldest)
+		FROM `+shape.Ident()+` WHERE processed_at IS NULL`).Scan(&ts.PendingRows, &ts.DeadLetters, &oldest)
 	if err != nil {
-		return nil, errorf("read outbox table "+cfg.Table+" (run walrelay migrate?)", err)
+		return TableStatus{}, errorf("read outbox table "+t.Table+" (run walrelay migrate?)", err)
 	}
 	if oldest != nil {
-		st.OldestPendingAge = *oldest
+		ts.OldestPendingAge = *oldest
 	}
-	if st.DeadLetters > limits.MaxDeadLetters {
-		st.Problems = append(st.Problems, fmt.Sprintf("%d dead letters (more than %d); see walrelay dlq list",
-			st.DeadLetters, limits.MaxDeadLetters))
-	}
-	return st, nil
+	return ts, nil
 }
 
 func deref(s *string) string {

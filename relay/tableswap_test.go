@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -66,5 +68,51 @@ func TestOutboxTableReplacedUnderTheStream(t *testing.T) {
 	}
 	if !errors.As(err, &setupErr) || !strings.Contains(err.Error(), "pg_drop_replication_slot('swapped')") {
 		t.Fatalf("restart: Run returned %v, want a setup error naming the fix", err)
+	}
+}
+
+// With several tables, each one's identity is recorded for the slot: the second
+// table replaced while no relay ran is refused at the next start, and replaced while
+// the relay streams, it stops the relay.
+func TestSecondOutboxTableReplaced(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	execSQL(t, conn, `CREATE SCHEMA tenant_b; CREATE TABLE tenant_b.outbox (LIKE outbox_events INCLUDING ALL)`)
+	twoTables := func(c *config) {
+		c.Publication = "swapped_b"
+		c.Tables = []relay.TableConfig{{Table: "outbox_events", Columns: outbox.DefaultColumns()},
+			{Table: "tenant_b.outbox", Columns: outbox.DefaultColumns()}}
+	}
+	swap := func() {
+		execSQL(t, conn, `ALTER TABLE tenant_b.outbox RENAME TO outbox_old;
+			CREATE TABLE tenant_b.outbox (LIKE tenant_b.outbox_old INCLUDING ALL);
+			ALTER PUBLICATION swapped_b ADD TABLE tenant_b.outbox`)
+	}
+	rn := start(t, dbURL, broker, "swapped_b", twoTables)
+	if !rn.waitLog(30*time.Second, "msg=streaming") {
+		t.Fatal("the relay did not start streaming")
+	}
+	rn.stop()
+	swap()
+	again := start(t, dbURL, broker, "swapped_b", twoTables)
+	err := runErr(t, again)
+	var setupErr *replication.SetupError
+	if !errors.As(err, &setupErr) || !strings.Contains(err.Error(), "tenant_b.outbox was replaced") {
+		t.Fatalf("restart after the swap: Run returned %v, want a setup error saying tenant_b.outbox was replaced", err)
+	}
+
+	// A new slot records the new table; replaced again under the stream, it stops the relay.
+	execSQL(t, conn, "SELECT pg_drop_replication_slot('swapped_b')")
+	third := start(t, dbURL, broker, "swapped_b", twoTables)
+	if !third.waitLog(30*time.Second, "msg=streaming") {
+		t.Fatal("the relay did not start streaming on a new slot")
+	}
+	execSQL(t, conn, `DROP TABLE tenant_b.outbox_old`)
+	swap()
+	testenv.WriteTx(t, conn, []string{"a"}, "after", 1, false) // something to confirm
+	if err := runErr(t, third); !errors.As(err, &setupErr) || !strings.Contains(err.Error(), "tenant_b.outbox") {
+		t.Fatalf("swap under the stream: Run returned %v, want a setup error naming tenant_b.outbox", err)
 	}
 }

@@ -88,14 +88,31 @@ func SplitTable(table string) (schema, name string) {
 // creates the publication when it is missing. Problems come back as *SetupError
 // naming the fix.
 func Preflight(ctx context.Context, conn *pgx.Conn, table string, cols outbox.Columns, publication, slot string) (SlotState, error) {
+	return PreflightTables(ctx, conn, []Table{{Name: table, Columns: cols}}, publication, slot)
+}
+
+// Table is one outbox table a slot streams: its name (optionally schema-qualified)
+// and its columns.
+type Table struct {
+	Name    string
+	Columns outbox.Columns
+}
+
+// PreflightTables is Preflight for a slot that streams several outbox tables through
+// one publication, which it creates for all of them when it is missing.
+func PreflightTables(ctx context.Context, conn *pgx.Conn, tables []Table, publication, slot string) (SlotState, error) {
 	if err := CheckServer(ctx, conn); err != nil {
 		return SlotState{}, err
 	}
-	shape, err := CheckTable(ctx, conn, table, cols)
-	if err != nil {
-		return SlotState{}, err
+	shapes := make([]outbox.Shape, 0, len(tables))
+	for _, t := range tables {
+		shape, err := CheckTable(ctx, conn, t.Name, t.Columns)
+		if err != nil {
+			return SlotState{}, err
+		}
+		shapes = append(shapes, shape)
 	}
-	if err := ensurePublication(ctx, conn, shape, publication); err != nil {
+	if err := ensurePublication(ctx, conn, shapes, publication); err != nil {
 		return SlotState{}, err
 	}
 	return slotState(ctx, conn, slot)
@@ -265,18 +282,22 @@ func uniqueKey(ctx context.Context, q Querier, ident, table string, cols outbox.
 		"must be mapped with column-created-at)", table, cols.ID, ident, pgx.Identifier{cols.ID}.Sanitize(), pgx.Identifier{cols.ID}.Sanitize())
 }
 
-// ensurePublication creates the publication for the table when it is missing, and
-// otherwise checks that it publishes the table's inserts under the table's own
+// ensurePublication creates the publication for the tables when it is missing, and
+// otherwise checks that it publishes each table's inserts under the table's own
 // name: a partitioned table's changes are published as its root's only with
 // publish_via_partition_root, otherwise as its partitions', which the decoder would
 // take for other tables.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, shape outbox.Shape, publication string) error {
-	table, pub := shape.Qualified(), pgx.Identifier{publication}.Sanitize()
+func ensurePublication(ctx context.Context, conn *pgx.Conn, shapes []outbox.Shape, publication string) error {
+	pub := pgx.Identifier{publication}.Sanitize()
 	var allTables, inserts, viaRoot bool
 	err := conn.QueryRow(ctx, "SELECT puballtables, pubinsert, pubviaroot FROM pg_publication WHERE pubname = $1",
 		publication).Scan(&allTables, &inserts, &viaRoot)
 	if errors.Is(err, pgx.ErrNoRows) {
-		_, err = conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+shape.Ident()+
+		idents := make([]string, len(shapes))
+		for i, s := range shapes {
+			idents[i] = s.Ident()
+		}
+		_, err = conn.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+strings.Join(idents, ", ")+
 			" WITH (publish = 'insert', publish_via_partition_root = true)")
 		if err != nil {
 			return fmt.Errorf("create publication %s: %w", publication, err)
@@ -290,6 +311,17 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, shape outbox.Shape, 
 		return setupErrorf("publication %s does not publish inserts; run ALTER PUBLICATION %s SET (publish = 'insert')",
 			publication, pub)
 	}
+	for _, shape := range shapes {
+		if err := checkPublished(ctx, conn, shape, publication, allTables, viaRoot); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPublished checks that publication publishes shape's inserts under its name.
+func checkPublished(ctx context.Context, conn *pgx.Conn, shape outbox.Shape, publication string, allTables, viaRoot bool) error {
+	table, pub := shape.Qualified(), pgx.Identifier{publication}.Sanitize()
 	if shape.Partitioned && !viaRoot {
 		return setupErrorf("publication %s publishes partitioned table %s through its partitions, under their own "+
 			"names, which walrelay would not recognise; run ALTER PUBLICATION %s SET (publish_via_partition_root = true)",

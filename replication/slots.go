@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,8 +25,21 @@ func RecordSlot(ctx context.Context, conn *pgx.Conn, slot string) (time.Time, er
 	if err != nil {
 		return time.Time{}, fmt.Errorf("record slot %s: %w", slot, err)
 	}
+	// The other tables' identities belong to the slot's last incarnation too. The column
+	// exists from migration 6 on; a single-table relay does without it.
+	if _, err := conn.Exec(ctx, `DO $$ BEGIN
+			IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('walrelay_slots')
+				AND attname = 'table_oids' AND NOT attisdropped) THEN
+				UPDATE walrelay_slots SET table_oids = NULL WHERE slot_name = `+quoteLiteral(slot)+`;
+			END IF;
+		END $$`); err != nil {
+		return time.Time{}, fmt.Errorf("record slot %s: %w", slot, err)
+	}
 	return created, nil
 }
+
+// quoteLiteral quotes s as an SQL string literal (DO blocks take no parameters).
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // MarkCatchupDone records that the catch-up pass of the slot created at created
 // finished. It fails with ErrSlotRecreated when the slot has been created again since:

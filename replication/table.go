@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TableWatch checks that the outbox table the slot streams is still the same table
@@ -44,6 +45,77 @@ func WatchTable(ctx context.Context, conn *pgx.Conn, table, publication, slot st
 		return nil, w.replaced()
 	}
 	return w, nil
+}
+
+// TableWatches watches the several outbox tables a slot streams.
+type TableWatches []*TableWatch
+
+// WatchTables watches each of tables (schema-qualified or not). walrelay_slots
+// records the first one's identity in table_oid, as WatchTable does, and the others'
+// in table_oids (migration 6), each checked like the first.
+func WatchTables(ctx context.Context, conn *pgx.Conn, tables []string, publication, slot string) (TableWatches, error) {
+	var ws TableWatches
+	for i, table := range tables {
+		if i == 0 {
+			w, err := WatchTable(ctx, conn, table, publication, slot)
+			if err != nil {
+				return nil, err
+			}
+			ws = append(ws, w)
+			continue
+		}
+		w := &TableWatch{table: table, publication: publication, slot: slot}
+		oid, err := w.current(ctx, conn)
+		if err != nil {
+			return nil, err
+		}
+		w.oid = oid
+		if err := w.recordAmong(ctx, conn); err != nil {
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
+}
+
+// recordAmong checks the table's identity against the one table_oids records for the
+// slot, or records it there.
+func (w *TableWatch) recordAmong(ctx context.Context, conn *pgx.Conn) error {
+	schema, name := SplitTable(w.table)
+	key := schema + "." + name
+	var recorded *int64
+	err := conn.QueryRow(ctx, "SELECT (table_oids ->> $2)::bigint FROM walrelay_slots WHERE slot_name = $1", w.slot, key).
+		Scan(&recorded)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // a slot walrelay did not create
+	case errors.As(err, &pgErr) && pgErr.Code == "42703": // undefined column
+		return setupErrorf("table walrelay_slots is older than this walrelay, which streams several outbox tables; " +
+			"run `walrelay migrate`")
+	case err != nil:
+		return fmt.Errorf("read the tables of slot %s: %w", w.slot, err)
+	case recorded == nil:
+		_, err = conn.Exec(ctx, `UPDATE walrelay_slots SET table_oids = coalesce(table_oids, '{}'::jsonb) || jsonb_build_object($2::text, $3::bigint)
+			WHERE slot_name = $1`, w.slot, key, int64(w.oid))
+		if err != nil {
+			return fmt.Errorf("record the tables of slot %s: %w", w.slot, err)
+		}
+		return nil
+	case uint32(*recorded) != w.oid:
+		return w.replaced()
+	}
+	return nil
+}
+
+// Check is TableWatch.Check for each table.
+func (ws TableWatches) Check(ctx context.Context, conn *pgx.Conn) error {
+	for _, w := range ws {
+		if err := w.Check(ctx, conn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Check fails with a *SetupError when the table was replaced or left the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/walrelay/walrelay/outbox"
 )
@@ -61,3 +62,35 @@ func (t Template) Render(e *outbox.Event) string {
 	}
 	return b.String()
 }
+
+// Templates resolves an event's own topic template (outbox.Event.TopicTemplate),
+// parsed once per distinct template; the zero value is ready to use.
+type Templates struct {
+	mu sync.Mutex
+	m  map[string]Template
+}
+
+// For returns the template e names, or def when it names none. A template that does
+// not parse (the relay checks them at start) falls back to def too.
+func (c *Templates) For(def Template, e *outbox.Event) Template {
+	if e.TopicTemplate == "" {
+		return def
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.m[e.TopicTemplate]; ok {
+		return t
+	}
+	t, err := ParseTemplate(e.TopicTemplate)
+	if err != nil {
+		t = def
+	}
+	if c.m == nil {
+		c.m = make(map[string]Template)
+	}
+	c.m[strings.Clone(e.TopicTemplate)] = t
+	return t
+}
+
+// Render renders the template e names, or def.
+func (c *Templates) Render(def Template, e *outbox.Event) string { return c.For(def, e).Render(e) }

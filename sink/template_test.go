@@ -37,3 +37,24 @@ func TestTemplate(t *testing.T) {
 		}
 	}
 }
+
+// Templates picks an event's own template and falls back to the default.
+func TestTemplatesPerEvent(t *testing.T) {
+	def, err := sink.ParseTemplate("outbox.event.{aggregate_type}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts sink.Templates
+	ev := &outbox.Event{AggregateType: "order", EventType: "placed"}
+	if got := ts.Render(def, ev); got != "outbox.event.order" {
+		t.Errorf("without its own template: %q, want outbox.event.order", got)
+	}
+	ev.TopicTemplate = "b.{event_type}"
+	if got := ts.Render(def, ev); got != "b.placed" {
+		t.Errorf("with its own template: %q, want b.placed", got)
+	}
+	ev.TopicTemplate = "b.{tenant}" // the relay rejects it at start; the sink falls back
+	if got := ts.Render(def, ev); got != "outbox.event.order" {
+		t.Errorf("with a template that does not parse: %q, want the default outbox.event.order", got)
+	}
+}

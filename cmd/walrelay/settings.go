@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
@@ -225,6 +226,17 @@ func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	for key, raw := range values {
+		if key == "tables" {
+			if fs.Lookup("table") == nil {
+				continue // a subcommand that works on one table
+			}
+			tables, err := parseTables(raw)
+			if err != nil {
+				return fmt.Errorf("config file %s: tables: %w", path, err)
+			}
+			s.relay.Tables = tables
+			continue
+		}
 		var st *setting
 		for i := range s.all {
 			if s.all[i].name == key {
@@ -242,6 +254,48 @@ func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// tableKeys are the keys of an entry of the file's tables list.
+var tableKeys = []string{"table", "column-id", "column-aggregate-type", "column-aggregate-id", "column-event-type",
+	"column-payload", "column-created-at", "topic-template"}
+
+// parseTables reads the file's tables list: several outbox tables streamed through one
+// slot, each a map of tableKeys. Columns not named are the article's (walrelay's own
+// table); column-created-at "" means the table has none.
+func parseTables(raw any) ([]relay.TableConfig, error) {
+	list, ok := raw.([]any)
+	if !ok || len(list) == 0 {
+		return nil, errors.New("want a list of tables, each with at least a table key")
+	}
+	var tables []relay.TableConfig
+	for i, item := range list {
+		entry, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("entry %d: want a map with keys %s", i+1, strings.Join(tableKeys, ", "))
+		}
+		t := relay.TableConfig{Columns: outbox.DefaultColumns()}
+		fields := map[string]*string{"table": &t.Table, "column-id": &t.Columns.ID,
+			"column-aggregate-type": &t.Columns.AggregateType, "column-aggregate-id": &t.Columns.AggregateID,
+			"column-event-type": &t.Columns.EventType, "column-payload": &t.Columns.Payload,
+			"column-created-at": &t.Columns.CreatedAt, "topic-template": &t.TopicTemplate}
+		for key, v := range entry {
+			p, known := fields[key]
+			if !known {
+				return nil, fmt.Errorf("entry %d: unknown key %q (keys: %s)", i+1, key, strings.Join(tableKeys, ", "))
+			}
+			if v == nil {
+				*p = ""
+			} else {
+				*p = fmt.Sprint(v)
+			}
+		}
+		if t.Table == "" {
+			return nil, fmt.Errorf("entry %d: table is missing; name the outbox table, e.g. table: tenant_a.outbox", i+1)
+		}
+		tables = append(tables, t)
+	}
+	return tables, nil
 }
 
 // yamlString turns a YAML scalar or list into the text a flag would carry.

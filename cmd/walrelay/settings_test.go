@@ -3,10 +3,14 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
 
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
 )
 
@@ -64,5 +68,63 @@ func TestSettingsPrecedence(t *testing.T) {
 				t.Errorf("table %q, want the default outbox_events", s.relay.Table)
 			}
 		})
+	}
+}
+
+// The file's tables list configures several outbox tables, each with its own columns
+// (the article's where not named) and topic template; the relay's checks reject a
+// table listed twice and an entry with an unknown key.
+func TestSettingsTables(t *testing.T) {
+	load := func(t *testing.T, yaml string) (*settings, error) {
+		t.Helper()
+		file := filepath.Join(t.TempDir(), "walrelay.yaml")
+		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := newSettings()
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		s.register(fs)
+		if err := fs.Parse([]string{"--config", file}); err != nil {
+			t.Fatal(err)
+		}
+		return s, s.load(fs)
+	}
+	s, err := load(t, `database-url: postgres://relay@db/app
+tables:
+  - table: outbox_events
+  - table: tenant_b.outbox
+    column-aggregate-type: aggregatetype
+    column-aggregate-id: aggregateid
+    column-event-type: type
+    column-created-at: ""
+    topic-template: tenant_b.{aggregate_type}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []relay.TableConfig{
+		{Table: "outbox_events", Columns: outbox.DefaultColumns()},
+		{Table: "tenant_b.outbox", Columns: outbox.Columns{ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid",
+			EventType: "type", Payload: "payload"}, TopicTemplate: "tenant_b.{aggregate_type}"},
+	}
+	if !reflect.DeepEqual(s.relay.Tables, want) {
+		t.Fatalf("tables %+v, want %+v", s.relay.Tables, want)
+	}
+	if err := s.relay.Validate(); err != nil {
+		t.Fatalf("valid tables rejected: %v", err)
+	}
+
+	s, err = load(t, "database-url: postgres://relay@db/app\ntables:\n  - table: outbox_events\n  - table: public.outbox_events\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.relay.Validate(); err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Fatalf("a table listed twice: %v, want an error saying so", err)
+	}
+	if _, err := load(t, "tables:\n  - table: a\n    column-idd: x\n"); err == nil || !strings.Contains(err.Error(), `unknown key "column-idd"`) {
+		t.Fatalf("unknown key: %v, want an error naming it", err)
+	}
+	if _, err := load(t, "tables:\n  - column-id: x\n"); err == nil || !strings.Contains(err.Error(), "table is missing") {
+		t.Fatalf("entry without table: %v, want an error saying so", err)
 	}
 }

@@ -79,6 +79,12 @@ func printStatus(cmd *cobra.Command, st *relay.Status) {
 	fmt.Fprintf(tw, "pending rows\t%d\n", st.PendingRows)
 	fmt.Fprintf(tw, "oldest pending\t%s\n", (time.Duration(st.OldestPendingAge * float64(time.Second))).Round(time.Second))
 	fmt.Fprintf(tw, "dead letters\t%d\n", st.DeadLetters)
+	if len(st.Tables) > 1 {
+		for _, t := range st.Tables {
+			fmt.Fprintf(tw, "table %s\tpending rows %d, oldest pending %s, dead letters %d\n", t.Table, t.PendingRows,
+				(time.Duration(t.OldestPendingAge * float64(time.Second))).Round(time.Second), t.DeadLetters)
+		}
+	}
 	tw.Flush()
 	if len(st.Problems) == 0 {
 		fmt.Fprintln(cmd.OutOrStdout(), "status: OK")

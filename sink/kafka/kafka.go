@@ -237,22 +237,23 @@ func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)
 // topicCache keeps rendered topic names, so the usual handful of aggregate and
 // event types cost no allocation per event. It is used by Publish's single caller.
 type topicCache struct {
-	mu sync.Mutex
-	m  map[[2]string]string
+	mu        sync.Mutex
+	m         map[[3]string]string // by the event's own template, aggregate and event type
+	templates sink.Templates       // the events' own templates (outbox.Event.TopicTemplate)
 }
 
 func (c *topicCache) render(t sink.Template, e *outbox.Event) string {
-	key := [2]string{e.AggregateType, e.EventType}
+	key := [3]string{e.TopicTemplate, e.AggregateType, e.EventType}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if topic, ok := c.m[key]; ok {
 		return topic
 	}
-	topic := t.Render(e)
+	topic := c.templates.Render(t, e)
 	if c.m == nil || len(c.m) > 10000 { // bounded: names that never repeat are not cached for ever
-		c.m = make(map[[2]string]string)
+		c.m = make(map[[3]string]string)
 	}
-	c.m[[2]string{strings.Clone(key[0]), strings.Clone(key[1])}] = topic
+	c.m[[3]string{strings.Clone(key[0]), strings.Clone(key[1]), strings.Clone(key[2])}] = topic
 	return topic
 }
 

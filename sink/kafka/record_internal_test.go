@@ -133,3 +133,33 @@ func TestTransactionalPoison(t *testing.T) {
 		})
 	}
 }
+
+// An event that carries its table's topic template goes to that template's topic,
+// others to the sink's; once a name is cached, neither costs an allocation.
+func TestRecordTopicPerTable(t *testing.T) {
+	tmpl, err := sink.ParseTemplate(DefaultTopicTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sink{topic: tmpl}
+	own := &outbox.Event{ID: "e1", AggregateType: "order", AggregateID: "o-1", EventType: "placed"}
+	tenant := &outbox.Event{ID: "e2", AggregateType: "order", AggregateID: "o-1", EventType: "placed",
+		TopicTemplate: "tenant_b.{aggregate_type}.{event_type}", Table: "tenant_b.outbox"}
+	done := sink.DoneFunc(func(error) {})
+	for _, tc := range []struct {
+		ev   *outbox.Event
+		want string
+	}{{own, "outbox.event.order"}, {tenant, "tenant_b.order.placed"}, {own, "outbox.event.order"}} {
+		r := newRecord(s.topic, &s.topics, tc.ev, done)
+		if r.Topic != tc.want {
+			t.Errorf("event %s: topic %q, want %q", tc.ev.ID, r.Topic, tc.want)
+		}
+		s.promise(&r.Record, nil)
+	}
+	if allocs := testing.AllocsPerRun(1000, func() {
+		r := newRecord(s.topic, &s.topics, tenant, done)
+		s.promise(&r.Record, nil)
+	}); allocs != 0 {
+		t.Errorf("%v allocations per record of an event with its own template, want 0", allocs)
+	}
+}

@@ -35,9 +35,10 @@ const (
 
 // Sink publishes events to NATS JetStream; see the package documentation.
 type Sink struct {
-	cfg     Config
-	subject sink.Template
-	filter  string // subjects of a stream the sink creates ("" without CreateStream)
+	cfg       Config
+	subject   sink.Template
+	templates sink.Templates // events' own (outbox.Event.TopicTemplate)
+	filter    string         // subjects of a stream the sink creates ("" without CreateStream)
 
 	nc        *nats.Conn
 	js        jetstream.JetStream
@@ -152,7 +153,7 @@ func New(cfg Config) (*Sink, error) {
 
 // Publish queues e for the sender; it never blocks on the broker. See sink.Sink.
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
-	subject := s.subject.Render(e)
+	subject := s.templates.Render(s.subject, e)
 	p := &pending{
 		seq: s.seq.Add(1),
 		msg: &nats.Msg{

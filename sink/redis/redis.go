@@ -24,6 +24,7 @@ type Sink struct {
 	cfg       Config
 	client    *goredis.Client
 	stream    sink.Template
+	templates sink.Templates // events' own (outbox.Event.TopicTemplate)
 	log       *slog.Logger
 	windowArg string // DedupWindow in milliseconds, the script's ARGV[1]
 	maxLenArg string // MaxLen, the script's ARGV[2]
@@ -82,7 +83,7 @@ func New(cfg Config) (*Sink, error) {
 // Publish queues e for the next batch; see sink.Sink. It blocks only while
 // MaxBufferedEvents events await their outcome.
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
-	it := &item{ev: e, done: done, stream: s.stream.Render(e)}
+	it := &item{ev: e, done: done, stream: s.templates.Render(s.stream, e)}
 	s.mu.Lock()
 	for !s.mu.closed && s.mu.outstanding.N() >= s.cfg.MaxBufferedEvents {
 		if s.mu.space == nil {
