@@ -319,15 +319,7 @@ func TestColumnTypes(t *testing.T) {
 					t.Errorf("event %q: header created_at %q, want 2026-01-02T03:04:05.123456Z (a timestamp is UTC)", id, got)
 				}
 			}
-			testenv.WaitFor(t, time.Minute, "the poison event dead-lettered after 3 attempts", func() bool {
-				var attempts int
-				var dead bool
-				if err := conn.QueryRow(ctx, "SELECT attempts, dead_lettered_at IS NOT NULL FROM ev WHERE id::text = $1", poisonID).
-					Scan(&attempts, &dead); err != nil {
-					t.Fatal(err)
-				}
-				return dead && attempts == 3
-			})
+			waitDeadLettered(t, conn, "ev", poisonID, 3)
 			waitMarked(t, conn, "ev", len(want))
 			if consumer.Count(poisonID) != 0 {
 				t.Errorf("poison event delivered")
@@ -432,18 +424,24 @@ func TestPartitionedOutbox(t *testing.T) {
 			t.Errorf("event %s delivered %d times, want once", id, c)
 		}
 	}
-	testenv.WaitFor(t, time.Minute, "the poison event dead-lettered after 3 attempts", func() bool {
-		var attempts int
-		var dead bool
-		if err := conn.QueryRow(ctx, "SELECT attempts, dead_lettered_at IS NOT NULL FROM pev WHERE id = $1::uuid", poisonID).
-			Scan(&attempts, &dead); err != nil {
-			t.Fatal(err)
-		}
-		return dead && attempts == 3
-	})
+	waitDeadLettered(t, conn, "pev", poisonID, 3)
 	waitMarked(t, conn, "pev", len(ids))
 	var rows int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pev").Scan(&rows); err != nil || rows != len(ids)+1 {
 		t.Errorf("pev holds %d rows (%v), want %d: the bookkeeping inserted copies", rows, err, len(ids)+1)
 	}
+}
+
+// waitDeadLettered waits until the row id of table is a dead letter after attempts.
+func waitDeadLettered(t *testing.T, conn *pgx.Conn, table, id string, attempts int) {
+	t.Helper()
+	testenv.WaitFor(t, time.Minute, fmt.Sprintf("event %s dead-lettered after %d attempts", id, attempts), func() bool {
+		var n int
+		var dead bool
+		if err := conn.QueryRow(context.Background(), "SELECT attempts, dead_lettered_at IS NOT NULL FROM "+table+
+			" WHERE id::text = $1", id).Scan(&n, &dead); err != nil {
+			t.Fatal(err)
+		}
+		return dead && n == attempts
+	})
 }
