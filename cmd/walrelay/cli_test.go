@@ -141,3 +141,17 @@ func TestBadUsageExits2(t *testing.T) {
 		})
 	}
 }
+
+// TestImportDebeziumExitCodes runs the command: a Debezium configuration prints YAML
+// (exit 0), another file exits 2 with the reason.
+func TestImportDebeziumExitCodes(t *testing.T) {
+	t.Parallel()
+	res := run(t, 10*time.Second, baseEnv(), "import-debezium", "testdata/debezium/connect-outbox.json")
+	if res.code != 0 || !strings.Contains(res.stdout, "slot: shop_outbox_slot\n") {
+		t.Errorf("connect-outbox.json: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "testdata/debezium/not-debezium.json")
+	if res.code != 2 || !strings.Contains(res.stderr, "not a Debezium PostgreSQL connector configuration") {
+		t.Errorf("not-debezium.json: exit code %d, want 2; stderr:\n%s", res.code, res.stderr)
+	}
+}

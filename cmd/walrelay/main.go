@@ -35,7 +35,7 @@ func main() {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.AddCommand(runCommand(), migrateCommand(), statusCommand(), dlqCommand(), demoCommand())
+	root.AddCommand(runCommand(), migrateCommand(), statusCommand(), dlqCommand(), demoCommand(), importDebeziumCommand())
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+)
+
+const (
+	postgresConnector = "io.debezium.connector.postgresql.PostgresConnector"
+	outboxRouter      = "io.debezium.transforms.outbox.EventRouter"
+)
+
+// routerDefaults are the outbox event router's documented defaults, used for the
+// options a configuration leaves out.
+var routerDefaults = map[string]string{
+	"table.field.event.id":      "id",
+	"table.field.event.key":     "aggregateid",
+	"table.field.event.type":    "type",
+	"table.field.event.payload": "payload",
+	"route.by.field":            "aggregatetype",
+	"route.topic.replacement":   "outbox.event.${routedByValue}",
+}
+
+// routerColumns maps router options to walrelay's column settings, in output order.
+var routerColumns = [][2]string{
+	{"table.field.event.id", "column-id"},
+	{"route.by.field", "column-aggregate-type"},
+	{"table.field.event.key", "column-aggregate-id"},
+	{"table.field.event.type", "column-event-type"},
+	{"table.field.event.payload", "column-payload"},
+	{"table.field.event.timestamp", "column-created-at"},
+}
+
+// unsupportedReasons says why a known Debezium option has no walrelay setting.
+var unsupportedReasons = map[string]string{
+	"route.topic.regex":                 "walrelay routes by the aggregate type column, not by a regular expression",
+	"table.fields.additional.placement": "walrelay publishes no extra columns as headers or envelope fields",
+	"table.expand.json.payload":         "the payload is published as stored",
+	"tracing.span.context.field":        "walrelay does not propagate tracing context",
+	"snapshot.mode":                     "a new slot's catch-up pass publishes the rows not yet processed",
+	"plugin.name":                       "walrelay decodes with pgoutput only",
+	"topic.prefix":                      "only names topics of change events, which walrelay does not publish",
+	"database.server.name":              "only names topics of change events, which walrelay does not publish",
+	"tasks.max":                         "walrelay runs one relay per slot",
+	"name":                              "the Kafka Connect connector name",
+	"table.field.event.payload.id":      "removed from the router; the key is column-aggregate-id",
+	"route.tombstone.on.empty.payload":  "walrelay publishes no tombstones",
+	"table.op.invalid.behavior":         "walrelay reads inserts only",
+}
+
+func importDebeziumCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "import-debezium FILE",
+		Short: "Print the walrelay YAML equivalent of a Debezium PostgreSQL outbox connector configuration",
+		Long: "import-debezium reads a Debezium PostgreSQL connector configuration, as JSON for Kafka Connect's\n" +
+			"REST API or as a Debezium Server .properties file, and prints the walrelay configuration file\n" +
+			"that does the same on stdout. Options walrelay has no equivalent for are printed as comments.\n" +
+			"Passwords are not copied.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return fmt.Errorf("read the Debezium configuration: %w", err)
+			}
+			out, err := importDebezium(filepath.Base(args[0]), data)
+			if err != nil {
+				return err
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), out)
+			return err
+		},
+	}
+}
+
+// importDebezium converts one configuration file's content; name is only for messages.
+func importDebezium(name string, data []byte) (string, error) {
+	props, err := debeziumProperties(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	if props["connector.class"] != postgresConnector {
+		return "", fmt.Errorf("%s is not a Debezium PostgreSQL connector configuration: want connector.class "+
+			"(or debezium.source.connector.class in Debezium Server) = %s; give the file the connector was "+
+			"created with", name, postgresConnector)
+	}
+	return convertDebezium(props), nil
+}
+
+// debeziumProperties reads Kafka Connect JSON (with or without the name/config
+// envelope) or Debezium Server properties into connector keys: debezium.source. and
+// debezium. are stripped, so both forms give connector.class, transforms.NAME.type, ...
+func debeziumProperties(data []byte) (map[string]string, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		var doc map[string]any
+		if err := json.Unmarshal(trimmed, &doc); err != nil {
+			return nil, fmt.Errorf("not valid JSON (%v); give Kafka Connect's connector JSON or a Debezium Server .properties file", err)
+		}
+		props := map[string]string{}
+		if cfg, ok := doc["config"].(map[string]any); ok {
+			for k, v := range cfg {
+				props[k] = jsonText(v)
+			}
+			if n, ok := doc["name"]; ok {
+				props["name"] = jsonText(n)
+			}
+			return props, nil
+		}
+		for k, v := range doc {
+			props[k] = jsonText(v)
+		}
+		return props, nil
+	}
+	raw := parseProperties(string(data))
+	if _, server := raw["debezium.source.connector.class"]; !server {
+		return raw, nil // a Kafka Connect worker-style properties file
+	}
+	props := map[string]string{}
+	for k, v := range raw {
+		switch {
+		case strings.HasPrefix(k, "debezium.source."):
+			props[strings.TrimPrefix(k, "debezium.source.")] = v
+		case k == "debezium.sink.kafka.producer.bootstrap.servers":
+			props["bootstrap.servers"] = v
+		case k == "debezium.transforms" || strings.HasPrefix(k, "debezium.transforms."):
+			props[strings.TrimPrefix(k, "debezium.")] = v
+		default:
+			props[k] = v // kept whole, so its comment names the key as written
+		}
+	}
+	return props, nil
+}
+
+func jsonText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// parseProperties reads Java properties: key=value or key: value, # and ! comments,
+// a trailing backslash continues the line.
+func parseProperties(text string) map[string]string {
+	props := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	var logical string
+	for sc.Scan() {
+		line := strings.TrimLeft(sc.Text(), " \t\f")
+		if logical == "" && (line == "" || line[0] == '#' || line[0] == '!') {
+			continue
+		}
+		if strings.HasSuffix(line, `\`) && !strings.HasSuffix(line, `\\`) {
+			logical += strings.TrimSuffix(line, `\`)
+			continue
+		}
+		logical += line
+		if i := strings.IndexAny(logical, "=:"); i >= 0 {
+			props[strings.TrimSpace(logical[:i])] = strings.TrimSpace(logical[i+1:])
+		} else {
+			props[strings.TrimSpace(logical)] = ""
+		}
+		logical = ""
+	}
+	return props
+}
+
+// convertDebezium writes the walrelay YAML for a PostgreSQL connector's properties.
+func convertDebezium(props map[string]string) string {
+	used := map[string]bool{"connector.class": true}
+	use := func(k string) (string, bool) {
+		v, ok := props[k]
+		if ok {
+			used[k] = true
+		}
+		return v, ok
+	}
+	var b strings.Builder
+	b.WriteString("# walrelay configuration converted from a Debezium PostgreSQL connector by `walrelay import-debezium`.\n")
+	b.WriteString("# Before `walrelay run --config FILE`: add walrelay's bookkeeping columns to the outbox table\n")
+	b.WriteString("# (docs/operations.md, \"Bringing your own outbox table\") and run `walrelay migrate`. One slot has\n")
+	b.WriteString("# one reader: stop the Debezium connector before walrelay runs on its slot.\n")
+
+	// Database.
+	host, _ := use("database.hostname")
+	port, _ := use("database.port")
+	user, _ := use("database.user")
+	db, _ := use("database.dbname")
+	sslmode, _ := use("database.sslmode")
+	if _, ok := use("database.password"); ok {
+		b.WriteString("# database.password=***: not copied; put the password in WALRELAY_DATABASE_URL or a pgpass file\n")
+	} else {
+		b.WriteString("# The password is not part of database-url: put it in WALRELAY_DATABASE_URL or a pgpass file.\n")
+	}
+	if host != "" {
+		if port == "" {
+			port = "5432"
+		}
+		u := url.URL{Scheme: "postgres", Host: net.JoinHostPort(host, port), Path: "/" + db}
+		if user != "" {
+			u.User = url.User(user)
+		}
+		if sslmode != "" {
+			u.RawQuery = url.Values{"sslmode": {sslmode}}.Encode()
+		}
+		line(&b, "database-url", u.String())
+	} else {
+		b.WriteString("# database.hostname is not set: write database-url yourself\n")
+	}
+	if props["plugin.name"] == "pgoutput" {
+		used["plugin.name"] = true // walrelay's own decoder
+	}
+	if v, ok := use("slot.name"); ok {
+		line(&b, "slot", v)
+	}
+	if v, ok := use("publication.name"); ok {
+		line(&b, "publication", v)
+	}
+	if props["debezium.sink.type"] == "kafka" {
+		used["debezium.sink.type"] = true
+		line(&b, "sink", "kafka")
+	}
+	if v, ok := use("bootstrap.servers"); ok {
+		line(&b, "kafka-brokers", v)
+	} else {
+		b.WriteString("# kafka-brokers: not in the connector configuration; set the brokers of the Kafka Connect worker\n" +
+			"# (its bootstrap.servers) here or in WALRELAY_KAFKA_BROKERS\n")
+	}
+	b.WriteString("# Debezium never changes the outbox table; mark or delete let walrelay clean it up.\n")
+	line(&b, "on-publish", "none")
+
+	// Outbox router.
+	router := ""
+	if list, ok := use("transforms"); ok {
+		for _, n := range splitList(list) {
+			if props["transforms."+n+".type"] == outboxRouter {
+				router = n
+				used["transforms."+n+".type"] = true
+				break
+			}
+		}
+	}
+	opt := func(k string) string {
+		if router != "" {
+			if v, ok := use("transforms." + router + "." + k); ok {
+				return v
+			}
+		}
+		return routerDefaults[k]
+	}
+	if router == "" {
+		b.WriteString("# No outbox event router (" + outboxRouter + ") in transforms: its defaults are used.\n")
+	}
+	var fields [][2]string
+	for _, rc := range routerColumns {
+		fields = append(fields, [2]string{rc[1], opt(rc[0])})
+	}
+	fields = append(fields, [2]string{"topic-template", strings.ReplaceAll(opt("route.topic.replacement"), "${routedByValue}", "{aggregate_type}")})
+
+	// Tables.
+	var tables []string
+	if list, ok := use("table.include.list"); ok {
+		for _, t := range splitList(list) {
+			t = strings.ReplaceAll(t, `\.`, ".")
+			if strings.ContainsAny(t, `\*+?[](){}|^$`) {
+				comment(&b, "table.include.list", t, "a regular expression; list the outbox tables by name")
+				continue
+			}
+			tables = append(tables, t)
+		}
+	}
+	switch {
+	case len(tables) <= 1:
+		if len(tables) == 1 {
+			line(&b, "table", tables[0])
+		} else {
+			b.WriteString("# table.include.list names no table: set table to the outbox table\n")
+		}
+		for _, f := range fields {
+			line(&b, f[0], f[1])
+		}
+	default:
+		b.WriteString("tables:\n")
+		for _, t := range tables {
+			b.WriteString("  - table: " + yamlScalar(t) + "\n")
+			for _, f := range fields {
+				b.WriteString("    " + f[0] + ": " + yamlScalar(f[1]) + "\n")
+			}
+		}
+	}
+
+	// Everything else, as comments.
+	var rest []string
+	for k := range props {
+		if !used[k] {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	for _, k := range rest {
+		comment(&b, k, props[k], unsupportedReason(k, router))
+	}
+	return b.String()
+}
+
+func unsupportedReason(key, router string) string {
+	if router != "" && strings.HasPrefix(key, "transforms."+router+".") {
+		if r, ok := unsupportedReasons[strings.TrimPrefix(key, "transforms."+router+".")]; ok {
+			return r
+		}
+		return "an outbox router option walrelay does not have"
+	}
+	if r, ok := unsupportedReasons[key]; ok {
+		return r
+	}
+	switch {
+	case strings.HasPrefix(key, "transforms.") || strings.HasPrefix(key, "predicates"):
+		return "a Kafka Connect transform; walrelay publishes the rows as they are"
+	case strings.Contains(key, "converter"):
+		return "walrelay publishes the payload column's bytes, no converter"
+	case strings.HasPrefix(key, "offset.") || strings.HasPrefix(key, "debezium.source.offset."):
+		return "walrelay keeps its position in the slot"
+	case strings.HasPrefix(key, "debezium.sink."):
+		return "a Debezium Server sink option; see the kafka-* settings"
+	case strings.HasPrefix(key, "debezium."):
+		return "a Debezium Server option"
+	}
+	return "a Debezium connector option"
+}
+
+// isSecret says whether a key's value must not be printed.
+func isSecret(key string) bool {
+	k := strings.ToLower(key)
+	for _, s := range []string{"password", "secret", "token", "sasl.jaas.config"} {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func comment(b *strings.Builder, key, value, reason string) {
+	if isSecret(key) {
+		value = "***"
+	}
+	value = strings.Join(strings.Fields(value), " ")
+	fmt.Fprintf(b, "# %s=%s: no walrelay equivalent (%s)\n", key, value, reason)
+}
+
+func line(b *strings.Builder, key, value string) {
+	b.WriteString(key + ": " + yamlScalar(value) + "\n")
+}
+
+// yamlScalar quotes a value where YAML needs it.
+func yamlScalar(v string) string {
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%q", v)
+	}
+	return strings.TrimSuffix(string(out), "\n")
+}

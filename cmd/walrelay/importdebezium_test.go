@@ -1,0 +1,157 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// debeziumConfigs are the convertible configurations in testdata/debezium, each with
+// a .golden file of the expected output.
+var debeziumConfigs = []string{"connect-outbox.json", "server.properties", "unsupported.json"}
+
+func convertTestdata(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "debezium", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := importDebezium(name, data)
+	if err != nil {
+		t.Fatalf("import %s: %v", name, err)
+	}
+	return out
+}
+
+// TestImportDebeziumGolden compares each conversion with its golden file; -update
+// rewrites them.
+func TestImportDebeziumGolden(t *testing.T) {
+	for _, name := range debeziumConfigs {
+		t.Run(name, func(t *testing.T) {
+			got := convertTestdata(t, name)
+			golden := filepath.Join("testdata", "debezium", strings.TrimSuffix(name, filepath.Ext(name))+".golden")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("output differs from %s (run with -update if intended):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+// TestImportDebeziumOutputLoads feeds each output to the loader `walrelay run
+// --config` uses: an unknown key or a bad value fails.
+func TestImportDebeziumOutputLoads(t *testing.T) {
+	for _, name := range debeziumConfigs {
+		t.Run(name, func(t *testing.T) {
+			out := convertTestdata(t, name)
+			path := filepath.Join(t.TempDir(), "walrelay.yaml")
+			if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s := newSettings()
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			s.register(fs)
+			if err := fs.Parse([]string{"--config", path}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.load(fs); err != nil {
+				t.Fatalf("walrelay run --config would refuse the output: %v", err)
+			}
+			if !strings.Contains(out, "\nkafka-brokers: ") {
+				if !strings.Contains(out, "# kafka-brokers: not in the connector configuration") {
+					t.Errorf("no kafka-brokers and no reminder to set them:\n%s", out)
+				}
+				s.sinks.Kafka.Brokers = []string{"broker:9092"} // what the reminder asks for
+			}
+			if err := errors.Join(s.relay.Validate(), s.sinks.Validate()); err != nil {
+				t.Errorf("walrelay run would refuse the output: %v", err)
+			}
+			if s.relay.DatabaseURL == "" || s.relay.Columns.AggregateID == "" && len(s.relay.Tables) == 0 {
+				t.Errorf("database url %q, aggregate id column %q, %d tables: the mapping got lost",
+					s.relay.DatabaseURL, s.relay.Columns.AggregateID, len(s.relay.Tables))
+			}
+		})
+	}
+}
+
+// TestImportDebeziumMapping checks the mapped values and that no secret is printed.
+func TestImportDebeziumMapping(t *testing.T) {
+	connect := convertTestdata(t, "connect-outbox.json")
+	for _, want := range []string{
+		"database-url: postgres://cdc_reader@pg-primary.internal:5433/shop?sslmode=require\n",
+		"slot: shop_outbox_slot\n", "publication: shop_outbox_pub\n", "kafka-brokers: kafka-a:9092,kafka-b:9092\n",
+		"table: orders.outbox\n", "column-id: event_id\n", "column-aggregate-id: order_id\n",
+		"column-aggregate-type: entity\n", "column-event-type: kind\n", "column-payload: body\n",
+		"column-created-at: written_at\n", "topic-template: shop.{aggregate_type}.events\n",
+	} {
+		if !strings.Contains(connect, want) {
+			t.Errorf("connect-outbox.json: output lacks %q:\n%s", want, connect)
+		}
+	}
+	server := convertTestdata(t, "server.properties")
+	for _, want := range []string{"sink: kafka\n", "kafka-brokers: broker1:9092\n", "tables:\n",
+		"  - table: tenant_a.outbox\n", "  - table: tenant_b.outbox\n", "    column-aggregate-id: aggregateid\n",
+		"    topic-template: outbox.event.{aggregate_type}\n", "# database.password=***"} {
+		if !strings.Contains(server, want) {
+			t.Errorf("server.properties: output lacks %q:\n%s", want, server)
+		}
+	}
+	unsupported := convertTestdata(t, "unsupported.json")
+	for _, want := range []string{
+		"# transforms.events.route.topic.regex=", "# transforms.events.table.fields.additional.placement=",
+		"# transforms.events.table.expand.json.payload=true: no walrelay equivalent",
+		"# transforms.events.tracing.span.context.field=", "# snapshot.mode=never: no walrelay equivalent",
+		"# plugin.name=decoderbufs: no walrelay equivalent", "# producer.override.sasl.jaas.config=***: no walrelay equivalent",
+	} {
+		if !strings.Contains(unsupported, want) {
+			t.Errorf("unsupported.json: output lacks %q:\n%s", want, unsupported)
+		}
+	}
+	for name, out := range map[string]string{"server.properties": server, "unsupported.json": unsupported} {
+		for _, secret := range []string{"hunter2", "s3cr3t-value", "PlainLoginModule"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s: output prints the secret %q", name, secret)
+			}
+		}
+	}
+}
+
+// TestImportDebeziumRefusesOthers checks that a file that is not a Debezium
+// PostgreSQL configuration is an error that names what is wanted.
+func TestImportDebeziumRefusesOthers(t *testing.T) {
+	for name, data := range map[string]string{
+		"not-debezium.json": "", // read from testdata
+		"mysql.json":        `{"connector.class": "io.debezium.connector.mysql.MySqlConnector"}`,
+		"empty.properties":  "# nothing\n",
+		"broken.json":       `{"config": `,
+	} {
+		b := []byte(data)
+		if data == "" {
+			var err error
+			if b, err = os.ReadFile(filepath.Join("testdata", "debezium", name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := importDebezium(name, b)
+		if err == nil {
+			t.Errorf("%s: converted, want an error", name)
+			continue
+		}
+		if name != "broken.json" && !strings.Contains(err.Error(), postgresConnector) {
+			t.Errorf("%s: error %q does not name %s", name, err, postgresConnector)
+		}
+	}
+}
