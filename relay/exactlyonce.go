@@ -40,7 +40,7 @@ const (
 // (docs/design.md invariant 2).
 type exactlyOnce struct {
 	tx       sink.StreamProducer
-	origin   string        // of this session's LSNs
+	origin   string        // of this replication session's LSNs
 	done     sink.Position // committed by earlier sessions
 	pub      *publisher    // bookkeeping: marks, dead letters, handovers
 	handOver *sync.Map     // event id -> error: events to give the poller, kept across sessions
@@ -120,7 +120,7 @@ func (p *exactlyOnce) commit() error {
 		err = p.tx.Commit(ctx, p.reached)
 	}
 	for id, reason := range p.tx.Poisoned() {
-		p.handOver.Store(id, reason) // the next session hands it over and commits the rest
+		p.handOver.Store(id, reason) // the next replication session hands it over and commits the rest
 	}
 	for _, b := range p.batch {
 		if err != nil {
