@@ -27,6 +27,15 @@ func addBookkeeping(table string) string {
 		ADD COLUMN last_error text, ADD COLUMN dead_lettered_at timestamptz`
 }
 
+// debeziumTable creates Debezium's outbox table shape under name, with the
+// bookkeeping columns added.
+func debeziumTable(t *testing.T, conn *pgx.Conn, name string) {
+	t.Helper()
+	execSQL(t, conn, `CREATE TABLE `+name+` (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`)
+	execSQL(t, conn, addBookkeeping(name))
+}
+
 func execSQL(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
 	t.Helper()
 	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
@@ -73,9 +82,7 @@ func TestDebeziumTableShape(t *testing.T) {
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
 	ctx := context.Background()
-	execSQL(t, conn, `CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`)
-	execSQL(t, conn, addBookkeeping("outbox"))
+	debeziumTable(t, conn, "outbox")
 
 	type written struct {
 		ev                  outbox.Event
@@ -189,9 +196,7 @@ func TestDebeziumTableShapePollMode(t *testing.T) {
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
 	ctx := context.Background()
-	execSQL(t, conn, `CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`)
-	execSQL(t, conn, addBookkeeping("outbox"))
+	debeziumTable(t, conn, "outbox")
 	start(t, dbURL, broker, "unused", fastRetries, func(c *config) {
 		c.Mode, c.Table, c.Columns = relay.ModePoll, "outbox", debeziumColumns
 	})

@@ -42,9 +42,7 @@ func twoTables(t *testing.T, delivery relay.Delivery) {
 	conn := testenv.Connect(t, dbURL)
 	ctx := context.Background()
 	execSQL(t, conn, `CREATE SCHEMA tenant_b`)
-	execSQL(t, conn, `CREATE TABLE tenant_b.outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`)
-	execSQL(t, conn, addBookkeeping("tenant_b.outbox"))
+	debeziumTable(t, conn, "tenant_b.outbox")
 
 	type sent struct {
 		ev    outbox.Event
@@ -232,9 +230,7 @@ func TestTwoTablesPollMode(t *testing.T) {
 	conn := testenv.Connect(t, dbURL)
 	ctx := context.Background()
 	execSQL(t, conn, `CREATE SCHEMA tenant_b`)
-	execSQL(t, conn, `CREATE TABLE tenant_b.outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`)
-	execSQL(t, conn, addBookkeeping("tenant_b.outbox"))
+	debeziumTable(t, conn, "tenant_b.outbox")
 	start(t, dbURL, broker, "unused", fastRetries, func(c *config) {
 		c.Mode = relay.ModePoll
 		c.Tables = []relay.TableConfig{
