@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,9 +54,10 @@ func TestTakeoverWhenNetworkDropsSilently(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newPathProxy(t, path, net.JoinHostPort(path.hostIP, strconv.Itoa(pg.Port())))
+	target := net.JoinHostPort(path.hostIP, strconv.Itoa(pg.Port()))
+	proxy := testenv.NewProxyDialing(t, func(ctx context.Context) (net.Conn, error) { return path.dial(ctx, target) })
 	viaPath := *u
-	viaPath.Host = proxy.addr
+	viaPath.Host = proxy.Addr()
 	waitFor(t, 10*time.Second, "PostgreSQL to accept connections across the path", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -273,67 +272,6 @@ func (p *deadablePath) dial(ctx context.Context, addr string) (net.Conn, error) 
 	}()
 	r := <-res
 	return r.conn, r.err
-}
-
-// pathProxy accepts on host loopback and forwards across the path to target.
-type pathProxy struct {
-	addr string
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-func newPathProxy(t *testing.T, p *deadablePath, target string) *pathProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := &pathProxy{addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
-	t.Cleanup(func() {
-		ln.Close()
-		px.mu.Lock()
-		defer px.mu.Unlock()
-		for c := range px.conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go px.forward(client, p, target)
-		}
-	}()
-	return px
-}
-
-func (px *pathProxy) forward(client net.Conn, p *deadablePath, target string) {
-	// A dial into the dead path would take TCP_USER_TIMEOUT to fail; a shorter one
-	// lets relay_a, which retries, stop sooner when the test ends.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	server, err := p.dial(ctx, target)
-	cancel()
-	if err != nil {
-		client.Close()
-		return
-	}
-	px.mu.Lock()
-	px.conns[client], px.conns[server] = struct{}{}, struct{}{}
-	px.mu.Unlock()
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		dst.Close()
-		src.Close()
-		px.mu.Lock()
-		delete(px.conns, dst)
-		delete(px.conns, src)
-		px.mu.Unlock()
-	}
-	go pipe(client, server)
-	go pipe(server, client)
 }
 
 // startClusterOn starts a PostgreSQL of the test's own that also listens on addr and

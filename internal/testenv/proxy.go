@@ -1,10 +1,12 @@
 package testenv
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards TCP connections to a server and can cut them, which looks to a
@@ -13,8 +15,8 @@ import (
 // does (accepting and then closing them instead reads to some clients as a TLS
 // mismatch, which they do not retry).
 type Proxy struct {
-	addr   string
-	target string
+	addr string
+	dial func(context.Context) (net.Conn, error)
 
 	mu    sync.Mutex
 	ln    net.Listener // nil while down
@@ -24,11 +26,19 @@ type Proxy struct {
 // NewProxy listens on a free loopback port and forwards to target until the test ends.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
+	var d net.Dialer
+	return NewProxyDialing(t, func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", target) })
+}
+
+// NewProxyDialing is NewProxy reaching its server through dial, for a path of the
+// test's own (a network namespace, say). A dial gets at most proxyDialTimeout.
+func NewProxyDialing(t testing.TB, dial func(context.Context) (net.Conn, error)) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, addr: ln.Addr().String(), dial: dial, conns: map[net.Conn]struct{}{}}
 	go p.accept(ln)
 	t.Cleanup(p.Down)
 	return p
@@ -66,23 +76,33 @@ func (p *Proxy) Up() {
 	go p.accept(ln)
 }
 
+// proxyDialTimeout bounds a dial, which across a path that drops packets would
+// otherwise take the TCP timeout to fail.
+const proxyDialTimeout = 5 * time.Second
+
 func (p *Proxy) accept(ln net.Listener) {
 	for {
 		client, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		go p.pipe(client, server)
-		go p.pipe(server, client)
+		go p.forward(client)
 	}
+}
+
+func (p *Proxy) forward(client net.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), proxyDialTimeout)
+	server, err := p.dial(ctx)
+	cancel()
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[client], p.conns[server] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	go p.pipe(client, server)
+	go p.pipe(server, client)
 }
 
 func (p *Proxy) pipe(dst, src net.Conn) {
