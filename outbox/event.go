@@ -21,6 +21,16 @@ type Event struct {
 	// Table is the outbox table the event comes from, schema-qualified
 	// (schema.name), when the relay streams several; empty means its only one.
 	Table string
+	// Headers are record headers taken from the row's own columns (a column placed
+	// as a header, the trace context), in the order configured. Sinks with headers
+	// send them after the id header.
+	Headers []Header
+}
+
+// Header is one record header.
+type Header struct {
+	Key   string
+	Value string
 }
 
 // Size is the number of bytes the event holds, used to bound in-flight memory.
