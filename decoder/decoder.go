@@ -73,6 +73,9 @@ type Decoder struct {
 	rels map[uint32]*relation
 
 	slab []byte // where events' bytes are carved from; see carve
+	// tuple holds the spans of every column of the insert being decoded, for
+	// tables with placed columns.
+	tuple []span
 }
 
 // Table is one outbox table a decoder reads: where it is and what its columns are
@@ -89,6 +92,8 @@ type target struct {
 	index         int    // in Decoder.tables, reported as Message.Table
 	// names are the table's column names by field (columnNames).
 	names [numColumns]string
+	// placed are the columns read as headers, partition and trace context.
+	placed []placed
 }
 
 // New returns a decoder for inserts into schema.table (e.g. "public", "outbox_events")
@@ -105,7 +110,7 @@ func NewTables(tables []Table) *Decoder {
 	d := &Decoder{rels: make(map[uint32]*relation)}
 	for i, t := range tables {
 		d.tables = append(d.tables, target{schema: t.Schema, table: t.Name, qualified: t.Schema + "." + t.Name,
-			index: i, names: columnNames(t.Columns)})
+			index: i, names: columnNames(t.Columns), placed: placedOf(t.Columns)})
 	}
 	return d
 }

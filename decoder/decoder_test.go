@@ -384,8 +384,10 @@ func TestDecodeInsertRowErrors(t *testing.T) {
 		if c.name == "id" {
 			id = ""
 		}
+		if c.name != "payload" { // a NULL payload is a tombstone (TestDecodeNullPayload)
+			cases = append(cases, tc{c.name + " NULL", goodRow().with(c.name, null), c.name, "is NULL", id})
+		}
 		cases = append(cases,
-			tc{c.name + " NULL", goodRow().with(c.name, null), c.name, "is NULL", id},
 			tc{c.name + " unchanged TOAST", goodRow().with(c.name, toast), c.name, "is an unchanged TOAST value", id},
 		)
 	}

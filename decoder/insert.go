@@ -42,7 +42,14 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 	if tag != 'N' {
 		return r.errorf(tagOff, "tuple tag is %s, want 'N' (new tuple)", msgTypeName(tag))
 	}
-	spans, err := readTuple(&r, rel)
+	if len(rel.placedPos) > 0 && cap(d.tuple) < rel.ncols {
+		d.tuple = make([]span, rel.ncols)
+	}
+	tuple := d.tuple[:0]
+	if len(rel.placedPos) > 0 {
+		tuple = d.tuple[:rel.ncols]
+	}
+	spans, err := readTuple(&r, rel, tuple)
 	if err != nil {
 		return err
 	}
@@ -56,7 +63,7 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 		m.Table = rel.t.index
 		return nil
 	}
-	if err := d.fill(data, rel, &spans, &m.Event); err != nil {
+	if err := d.fill(data, rel, &spans, tuple, &m.Event); err != nil {
 		m.Event = outbox.Event{}
 		m.Table = rel.t.index
 		return err
@@ -69,8 +76,9 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 // readTuple walks TupleData: Int16 column count, then per column Byte1 kind
 // ('n' NULL, 'u' unchanged TOAST, 't' text or 'b' binary, the last two
 // followed by Int32 length and the bytes). It records where the outbox
-// columns are without copying anything.
-func readTuple(r *reader, rel *relation) (spans [numColumns]span, err error) {
+// columns are without copying anything; tuple, when not empty, gets every
+// column's span.
+func readTuple(r *reader, rel *relation, tuple []span) (spans [numColumns]span, err error) {
 	countOff := r.off
 	n, err := r.int16("tuple column count")
 	if err != nil {
@@ -108,6 +116,9 @@ func readTuple(r *reader, rel *relation) (spans [numColumns]span, err error) {
 		if f := rel.field[i]; f >= 0 {
 			spans[f] = s
 		}
+		if len(tuple) > 0 {
+			tuple[i] = s
+		}
 	}
 	r.off = off
 	return spans, nil
@@ -115,14 +126,17 @@ func readTuple(r *reader, rel *relation) (spans [numColumns]span, err error) {
 
 // fill checks the outbox columns and copies them into ev. All string bytes
 // go into one piece of the decoder's current slab, so ev shares nothing with
-// data and an insert costs no allocation of its own.
-func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *outbox.Event) error {
+// data and an insert costs no allocation of its own (headers cost their slice).
+func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, tuple []span, ev *outbox.Event) error {
 	for f := range numFields {
 		if rel.t.names[f] == "" {
 			continue // no such column (created_at)
 		}
 		switch spans[f].kind {
 		case 'n':
+			if f == fieldPayload {
+				continue // published as a null value (a tombstone)
+			}
 			return rel.rowError(data, spans, f, "is NULL")
 		case 'u':
 			return rel.rowError(data, spans, f, "is an unchanged TOAST value, which an insert never carries")
@@ -140,9 +154,10 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *
 			return rel.rowError(data, spans, fieldCreatedAt, "value "+quoteValue(data[ts.off:ts.off+ts.n])+" is not "+want)
 		}
 	}
+	nullPayload := spans[fieldPayload].kind == 'n'
 	payload := data[spans[fieldPayload].off : spans[fieldPayload].off+spans[fieldPayload].n]
 	payloadLen := len(payload)
-	if rel.payloadBytea {
+	if rel.payloadBytea && !nullPayload {
 		// pgoutput sends bytea in its text form, \x and two hex digits a byte
 		// (bytea_output = hex, which the replication connection sets).
 		if len(payload) < 2 || payload[0] != '\\' || payload[1] != 'x' || len(payload)%2 != 0 {
@@ -154,6 +169,11 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *
 	total := payloadLen
 	for f := range fieldPayload {
 		total += spans[f].n
+	}
+	for _, pos := range rel.placedPos {
+		if pos >= 0 {
+			total += tuple[pos].n // NULL and unchanged values have n 0
+		}
 	}
 	buf := d.carve(total)
 	off := 0
@@ -177,6 +197,20 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *
 		EventType:     str(fieldEventType),
 		CreatedAt:     createdAt,
 	}
+	if len(rel.placedPos) > 0 {
+		fillPlaced(rel, tuple, ev, func(s span) string {
+			start := off
+			off += copy(buf[off:], data[s.off:s.off+s.n])
+			if start == off {
+				return ""
+			}
+			return unsafe.String(&buf[start], off-start)
+		})
+	}
+	if nullPayload {
+		ev.NullPayload = true
+		return nil
+	}
 	if !rel.payloadBytea {
 		start, end := take(fieldPayload)
 		ev.Payload = buf[start:end:end]
@@ -193,6 +227,46 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, ev *
 	}
 	ev.Payload = out
 	return nil
+}
+
+// fillPlaced sets ev's headers, partition and trace headers from the placed
+// columns, their text copied by str. A NULL value leaves its header out.
+func fillPlaced(rel *relation, tuple []span, ev *outbox.Event, str func(span) string) {
+	n := 0
+	for _, pc := range rel.t.placed {
+		switch pc.kind {
+		case placedHeader:
+			n++
+		case placedTrace:
+			n += 2
+		}
+	}
+	var hs []outbox.Header // allocated with the first header
+	for k, pc := range rel.t.placed {
+		pos := rel.placedPos[k]
+		if pos < 0 {
+			continue
+		}
+		s := tuple[pos]
+		if s.kind != 't' && s.kind != 'b' {
+			continue // NULL: no header, no partition, no trace
+		}
+		v := str(s)
+		if hs == nil && pc.kind != placedPartition {
+			hs = make([]outbox.Header, 0, n)
+		}
+		switch pc.kind {
+		case placedHeader:
+			hs = append(hs, outbox.Header{Key: pc.header, Value: v})
+		case placedPartition:
+			ev.Partition = v
+		case placedTrace:
+			hs = outbox.AppendTraceHeaders(hs, v)
+		}
+	}
+	if len(hs) > 0 {
+		ev.Headers = hs
+	}
 }
 
 func unhex(c byte) (byte, bool) {

@@ -52,6 +52,36 @@ const (
 	oidTimestamptz = 1184
 )
 
+// placed is a column read besides the event's own (outbox.Columns.Placed).
+type placed struct {
+	column string
+	header string // the header's key, for a header column
+	kind   placedKind
+}
+
+type placedKind uint8
+
+const (
+	placedHeader placedKind = iota
+	placedPartition
+	placedTrace // optional: the table may lack it
+)
+
+// placedOf lists c's placed columns in outbox.Columns.Placed order.
+func placedOf(c outbox.Columns) []placed {
+	var out []placed
+	for _, h := range c.Headers {
+		out = append(out, placed{column: h.Column, header: h.Key(), kind: placedHeader})
+	}
+	if c.Partition != "" {
+		out = append(out, placed{column: c.Partition, kind: placedPartition})
+	}
+	if c.Trace != "" {
+		out = append(out, placed{column: c.Trace, kind: placedTrace})
+	}
+	return out
+}
+
 // relation is the cached layout of an outbox table.
 type relation struct {
 	t     *target // the configured table it is
@@ -59,6 +89,9 @@ type relation struct {
 	// field maps a tuple column position to a field, or -1 for columns the
 	// relay ignores.
 	field []int8
+	// placedPos is the tuple position of each of t.placed, -1 when the table
+	// lacks it (only the trace column may be missing).
+	placedPos []int
 	// err is set when the table lacks a required column; inserts return it.
 	err *SchemaError
 	// payloadBytea: the payload arrives as bytea's hex text (\x...) and is decoded.
@@ -112,6 +145,12 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 	var rel *relation
 	if ours {
 		rel = &relation{t: t, ncols: int(n), field: make([]int8, n)}
+		if len(t.placed) > 0 {
+			rel.placedPos = make([]int, len(t.placed))
+			for k := range rel.placedPos {
+				rel.placedPos[k] = -1
+			}
+		}
 	}
 	var seen [numFields]bool
 	for i := range int(n) {
@@ -132,6 +171,11 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		if ours {
 			f := t.fieldOf(col)
 			rel.field[i] = f
+			for k, pc := range t.placed {
+				if string(col) == pc.column {
+					rel.placedPos[k] = i
+				}
+			}
 			if f >= 0 && f < numFields {
 				seen[f] = true
 			}
@@ -154,6 +198,13 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 	for f, ok := range seen {
 		if !ok && t.names[f] != "" {
 			rel.err = &SchemaError{Table: t.qualified, Column: t.names[f]}
+			d.rels[oid] = rel
+			return rel.err
+		}
+	}
+	for k, pc := range t.placed {
+		if rel.placedPos[k] < 0 && pc.kind != placedTrace {
+			rel.err = &SchemaError{Table: t.qualified, Column: pc.column}
 			d.rels[oid] = rel
 			return rel.err
 		}

@@ -66,7 +66,7 @@ func Migrate(ctx context.Context, o Options) (Report, error) {
 	if o.Table == "" {
 		o.Table = outbox.DefaultTable
 	}
-	if o.Columns == (outbox.Columns{}) {
+	if o.Columns.ID == "" && o.Columns.Payload == "" {
 		o.Columns = outbox.DefaultColumns()
 	}
 	if o.Publication == "" {

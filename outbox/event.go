@@ -25,6 +25,14 @@ type Event struct {
 	// as a header, the trace context), in the order configured. Sinks with headers
 	// send them after the id header.
 	Headers []Header
+	// Partition is the text of the table's partition column (outbox.Columns.Partition),
+	// "" when there is none or it is NULL. The Kafka sink produces to that partition;
+	// a value that is not a partition of the topic is an error of the event.
+	Partition string
+	// NullPayload: the payload column was NULL. Payload is nil; the Kafka sink
+	// publishes a record with a null value (a tombstone), the other sinks an empty
+	// body with a tombstone header.
+	NullPayload bool
 }
 
 // Header is one record header.
@@ -35,5 +43,9 @@ type Header struct {
 
 // Size is the number of bytes the event holds, used to bound in-flight memory.
 func (e *Event) Size() int {
-	return len(e.ID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Payload)
+	n := len(e.ID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Payload) + len(e.Partition)
+	for _, h := range e.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
