@@ -204,7 +204,9 @@ func DefaultShape(table string) Shape {
 	if s, n, ok := strings.Cut(table, "."); ok {
 		schema, name = s, n
 	}
-	return Shape{Schema: schema, Name: name, Columns: DefaultColumns(), IDType: "uuid",
+	cols := DefaultColumns()
+	cols.Trace = "" // the table migrate creates has no trace column
+	return Shape{Schema: schema, Name: name, Columns: cols, IDType: "uuid",
 		PayloadType: "jsonb", CreatedAtType: "timestamptz", Key: []string{"id"}}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -106,9 +107,15 @@ func selectQuery(shape outbox.Shape, pollOnly bool) string {
 	if c.createdAt != "" {
 		cand.createdAt = "created_at"
 	}
+	placed := ""
+	for i, p := range c.placed {
+		name := "placed_" + strconv.Itoa(i)
+		placed += ", o." + p + " AS " + name
+		cand.placed = append(cand.placed, name)
+	}
 	return `WITH candidates AS (
 		SELECT o.` + c.id + ` AS id, o.` + c.aggType + ` AS aggregate_type, o.` + c.aggID + ` AS aggregate_id,
-			o.` + c.eventType + ` AS event_type, o.` + c.payload + ` AS payload` + created + `, o.attempts, o.ctid AS position
+			o.` + c.eventType + ` AS event_type, o.` + c.payload + ` AS payload` + created + placed + `, o.attempts, o.ctid AS position
 		FROM ` + table + ` o WHERE ` + due("o") + `
 		ORDER BY ` + c.order("o.") + `
 		LIMIT $1

@@ -10,15 +10,41 @@ import (
 )
 
 // ScanEvent reads one row selected with EventColumns (plus extra columns into
-// extra); cols names the columns in its errors. A row that can never become an event
-// (a NULL required column, a created_at that is not a finite timestamp) comes back
-// with unpublishable set to the reason; err is for failures to read at all.
+// extra); cols names the columns in its errors and places its header, partition and
+// trace columns as the decoder does. A row that can never become an event (a NULL
+// required column, a created_at that is not a finite timestamp) comes back with
+// unpublishable set to the reason; err is for failures to read at all. A NULL
+// payload is an event with NullPayload set.
 func ScanEvent(row pgx.Row, cols outbox.Columns, extra ...any) (ev outbox.Event, unpublishable error, err error) {
 	var id, aggType, aggID, eventType *string
 	var payload *[]byte
 	var created pgtype.Timestamptz
-	if err := row.Scan(append([]any{&id, &aggType, &aggID, &eventType, &payload, &created}, extra...)...); err != nil {
+	dest := []any{&id, &aggType, &aggID, &eventType, &payload, &created}
+	placed := make([]*string, len(cols.Headers), len(cols.Headers)+2)
+	var partition, trace *string
+	if cols.Partition != "" {
+		placed = append(placed, nil)
+	}
+	if cols.Trace != "" {
+		placed = append(placed, nil)
+	}
+	for i := range placed {
+		dest = append(dest, &placed[i])
+	}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return ev, nil, err
+	}
+	i := len(cols.Headers)
+	if cols.Partition != "" {
+		partition = placed[i]
+		i++
+	}
+	if cols.Trace != "" {
+		trace = placed[i]
+	}
+	ev.Headers = placedHeaders(cols, placed[:len(cols.Headers)], trace)
+	if partition != nil {
+		ev.Partition = *partition
 	}
 	if id == nil {
 		return ev, nil, fmt.Errorf("outbox row with a NULL %s cannot be addressed; fix it by hand", cols.ID)
@@ -35,12 +61,28 @@ func ScanEvent(row pgx.Row, cols outbox.Columns, extra ...any) (ev outbox.Event,
 		*c.dst = *c.v
 	}
 	if payload == nil {
-		return ev, fmt.Errorf("outbox row %s: column %s is NULL", ev.ID, cols.Payload), nil
+		ev.NullPayload = true // published as a null value (a tombstone)
+	} else {
+		ev.Payload = *payload
 	}
-	ev.Payload = *payload
 	if !created.Valid || created.InfinityModifier != pgtype.Finite {
 		return ev, fmt.Errorf("outbox row %s: column %s is not a finite timestamp", ev.ID, cols.CreatedAt), nil
 	}
 	ev.CreatedAt = created.Time
 	return ev, nil, nil
+}
+
+// placedHeaders are the header columns' headers, NULL ones left out, then the trace
+// context's; nil when there are none.
+func placedHeaders(cols outbox.Columns, values []*string, trace *string) []outbox.Header {
+	var hs []outbox.Header
+	for i, v := range values {
+		if v != nil {
+			hs = append(hs, outbox.Header{Key: cols.Headers[i].Key(), Value: *v})
+		}
+	}
+	if trace != nil {
+		hs = outbox.AppendTraceHeaders(hs, *trace)
+	}
+	return hs
 }

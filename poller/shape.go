@@ -15,7 +15,9 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 // their values whatever the table's types are.
 type columns struct {
 	id, aggType, aggID, eventType, payload, createdAt string // quoted; createdAt "" when the table has none
-	shape                                             outbox.Shape
+	// placed are the header, partition and trace columns (outbox.Columns.Placed), quoted.
+	placed []string
+	shape  outbox.Shape
 }
 
 func columnsOf(s outbox.Shape) columns {
@@ -23,6 +25,9 @@ func columnsOf(s outbox.Shape) columns {
 		eventType: ident(s.Columns.EventType), payload: ident(s.Columns.Payload), shape: s}
 	if s.Columns.CreatedAt != "" {
 		c.createdAt = ident(s.Columns.CreatedAt)
+	}
+	for _, p := range s.Columns.Placed() {
+		c.placed = append(c.placed, ident(p))
 	}
 	return c
 }
@@ -58,10 +63,16 @@ func (c columns) order(prefix string) string {
 	return prefix + c.createdAt + ", " + prefix + "ctid"
 }
 
-// selectList is what ScanEvent reads, in order, for a table aliased by prefix.
+// selectList is what ScanEvent reads, in order, for a table aliased by prefix. The
+// placed columns are read as text, which in the relay's sessions (DateStyle ISO,
+// TimeZone UTC, bytea_output hex) is what pgoutput sends the stream.
 func (c columns) selectList(prefix string) string {
-	return prefix + c.id + "::text, " + prefix + c.aggType + "::text, " + prefix + c.aggID + "::text, " +
+	list := prefix + c.id + "::text, " + prefix + c.aggType + "::text, " + prefix + c.aggID + "::text, " +
 		prefix + c.eventType + "::text, " + c.payloadExpr(prefix) + ", " + c.createdAtExpr(prefix)
+	for _, p := range c.placed {
+		list += ", " + prefix + p + "::text"
+	}
+	return list
 }
 
 // EventColumns is the select list ScanEvent reads, in order, for the table's shape.

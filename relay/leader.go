@@ -31,6 +31,7 @@ func (r *Relay) connect(ctx context.Context) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("parse database url (check --database-url): %w", err)
 	}
 	replication.TuneKeepalives(&cfg.Config)
+	replication.RenderLikeStream(cfg.RuntimeParams) // the catch-up pass reads placed columns as the stream sends them
 	return pgx.ConnectConfig(ctx, cfg)
 }
 

@@ -239,6 +239,21 @@ func DescribeTable(ctx context.Context, q Querier, table string, cols outbox.Col
 			return shape, err
 		}
 	}
+	for _, h := range cols.Headers {
+		if _, ok := have[h.Column]; !ok {
+			return shape, setupErrorf("table %s lacks column %q, which column-headers places as header %q; add the column "+
+				"or take it out of column-headers", table, h.Column, h.Key())
+		}
+	}
+	if cols.Partition != "" {
+		if _, ok := have[cols.Partition]; !ok {
+			return shape, setupErrorf("table %s lacks column %q (set by column-partition); add the column or leave column-partition empty",
+				table, cols.Partition)
+		}
+	}
+	if _, ok := have[cols.Trace]; !ok {
+		shape.Columns.Trace = "" // the trace column is read only where it exists
+	}
 	if shape.Key, err = uniqueKey(ctx, q, ident, table, cols); err != nil {
 		return shape, err
 	}

@@ -20,6 +20,17 @@ type Conn struct {
 	pg *pgconn.PgConn
 }
 
+// RenderLikeStream sets the session settings that decide how values are written as
+// text: the stream's, so that a column the poller reads as text (a placed header)
+// has the text the decoder got for it, and timestamps are in the form the decoder
+// parses.
+func RenderLikeStream(params map[string]string) {
+	params["DateStyle"] = "ISO"
+	params["TimeZone"] = "UTC"
+	params["IntervalStyle"] = "postgres"
+	params["bytea_output"] = "hex" // the decoder reads bytea payloads in hex
+}
+
 // Connect opens a replication connection. Timestamps in the stream are rendered in
 // ISO style and UTC, the form the decoder parses.
 func Connect(ctx context.Context, databaseURL string) (*Conn, error) {
@@ -28,9 +39,7 @@ func Connect(ctx context.Context, databaseURL string) (*Conn, error) {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	cfg.RuntimeParams["replication"] = "database"
-	cfg.RuntimeParams["DateStyle"] = "ISO"
-	cfg.RuntimeParams["TimeZone"] = "UTC"
-	cfg.RuntimeParams["bytea_output"] = "hex" // the decoder reads bytea payloads in hex
+	RenderLikeStream(cfg.RuntimeParams)
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "walrelay"
 	}

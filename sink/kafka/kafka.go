@@ -152,6 +152,7 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.RecordPartitioner(partitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AllowAutoTopicCreation(),
 		kgo.ClientID("walrelay"),
@@ -189,10 +190,13 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 // the first field: the promise gets the *kgo.Record back and finds its record from it.
 type record struct {
 	kgo.Record
-	headers [5]kgo.RecordHeader
+	headers [ownHeaders + 4]kgo.RecordHeader
 	created [len(time.RFC3339Nano) + 8]byte
 	done    sink.Done
 }
+
+// ownHeaders are the headers every record carries before the event's own.
+const ownHeaders = 5
 
 // records recycles records: franz-go is done with a record once its promise returns.
 // Records go back zeroed, so that they hold no event while pooled.
@@ -205,26 +209,38 @@ func newRecord(topic sink.Template, topics *topicCache, e *outbox.Event, done si
 	r := records.Get().(*record) // zero: new, or zeroed by promise
 	r.done = done
 	r.Timestamp = time.Now() // franz-go would read the clock for it otherwise
-	r.headers = [5]kgo.RecordHeader{
-		{Key: "id", Value: bytesOf(e.ID)},
-		{Key: "event_type", Value: bytesOf(e.EventType)},
-		{Key: "aggregate_type", Value: bytesOf(e.AggregateType)},
-		{Key: "aggregate_id", Value: bytesOf(e.AggregateID)},
-		{Key: "created_at", Value: e.CreatedAt.UTC().AppendFormat(r.created[:0], time.RFC3339Nano)},
+	r.headers[0] = kgo.RecordHeader{Key: "id", Value: bytesOf(e.ID)}
+	r.headers[1] = kgo.RecordHeader{Key: "event_type", Value: bytesOf(e.EventType)}
+	r.headers[2] = kgo.RecordHeader{Key: "aggregate_type", Value: bytesOf(e.AggregateType)}
+	r.headers[3] = kgo.RecordHeader{Key: "aggregate_id", Value: bytesOf(e.AggregateID)}
+	r.headers[4] = kgo.RecordHeader{Key: "created_at", Value: e.CreatedAt.UTC().AppendFormat(r.created[:0], time.RFC3339Nano)}
+	r.Headers = r.headers[:ownHeaders]
+	for _, h := range e.Headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: bytesOf(h.Value)})
 	}
 	r.Topic = topics.render(topic, e)
 	r.Key = bytesOf(e.AggregateID)
-	r.Value = e.Payload
-	r.Headers = r.headers[:]
+	switch {
+	case e.NullPayload:
+		r.Value = nil // a tombstone
+	case e.Payload == nil:
+		r.Value = []byte{} // an empty value, not a tombstone
+	default:
+		r.Value = e.Payload
+	}
+	presetPartition(&r.Record, e.Partition)
 	return r
 }
 
 // promise is the one callback every record shares.
 func (s *Sink) promise(kr *kgo.Record, err error) {
 	r := (*record)(unsafe.Pointer(kr))
-	if err == nil {
+	switch {
+	case err == nil:
 		r.done.Done(nil)
-	} else {
+	case partitionFault(kr) != nil:
+		r.done.Done(&sink.EventError{Err: partitionFault(kr)})
+	default:
 		r.done.Done(classify(err))
 	}
 	*r = record{}

@@ -218,6 +218,9 @@ func (t *Transactional) promise(kr *kgo.Record, err error) {
 	// A partition that is down fails the transaction but poisons no record: the
 	// next replication session's transaction carries them again.
 	poisoned := eventFault(err)
+	if pf := partitionFault(kr); pf != nil {
+		poisoned, err = true, pf
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.err == nil {
