@@ -4,7 +4,12 @@
 //
 // Records: the topic comes from a template, the key is the aggregate id (so one
 // aggregate maps to one partition), the value is the payload, and the headers are
-// id, event_type, aggregate_type, aggregate_id and created_at (RFC 3339).
+// id, event_type, aggregate_type, aggregate_id and created_at (RFC 3339), then the
+// headers taken from columns (outbox.Event.Headers). A NULL payload is a record
+// with a null value (a tombstone). An event with a partition (outbox.Event.Partition,
+// from the table's partition column) goes to that partition; any other keeps the
+// key hash. A partition that is not a number or not one of the topic's is an error
+// of that event (sink.EventError).
 package kafka
 
 import (

@@ -7,7 +7,9 @@
 // "outbox.event.{aggregate_type}"), the data is the payload, and the headers are
 // Nats-Msg-Id (the event id, for the stream's duplicate detection) and, as in the
 // Kafka sink, id, event_type, aggregate_type, aggregate_id and created_at
-// (RFC 3339 with nanoseconds, UTC).
+// (RFC 3339 with nanoseconds, UTC), then the headers taken from columns
+// (outbox.Event.Headers: placed columns, traceparent, tracestate). A NULL payload
+// is empty data with the header tombstone: true.
 //
 // # Guarantees
 //

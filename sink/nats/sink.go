@@ -170,6 +170,12 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 		},
 		done: done,
 	}
+	for _, h := range e.Headers {
+		p.msg.Header[h.Key] = append(p.msg.Header[h.Key], h.Value) // as given, not canonicalised: NATS headers are case-sensitive
+	}
+	if e.NullPayload {
+		p.msg.Header["tombstone"] = []string{"true"}
+	}
 	if err := checkSubject(subject); err != nil {
 		p.err = fmt.Errorf("%w (made from aggregate_type %q, event_type %q)", err, e.AggregateType, e.EventType)
 	}

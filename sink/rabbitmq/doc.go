@@ -10,7 +10,9 @@
 // carries message_id = the event id, type = event_type, timestamp = created_at
 // (whole seconds, as AMQP has it), content_type application/json, delivery mode 2
 // (persistent), the headers aggregate_type, aggregate_id, event_type and
-// created_at (RFC 3339, nanoseconds), and the payload as its body.
+// created_at (RFC 3339, nanoseconds), then the headers taken from columns
+// (outbox.Event.Headers: placed columns, traceparent, tracestate), and the payload
+// as its body. A NULL payload is an empty body with the header tombstone = true.
 //
 // # Guarantees
 //

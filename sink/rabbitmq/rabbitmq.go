@@ -119,6 +119,12 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 		Type:         e.EventType,
 		Body:         e.Payload,
 	}
+	for _, h := range e.Headers {
+		m.pub.Headers[h.Key] = h.Value
+	}
+	if e.NullPayload {
+		m.pub.Headers["tombstone"] = true
+	}
 	s.mu.Lock()
 	switch {
 	case s.mu.closed:

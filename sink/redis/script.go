@@ -9,14 +9,18 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/walrelay/walrelay/outbox"
 )
 
 // duplicate is the script's reply for an event whose id the stream already got
 // within the dedup window. Entry ids look like 1700000000000-0, so it cannot clash.
 const duplicate = "duplicate"
 
-// argsPerEvent are the ARGV values of one event after the two leading ones.
-const argsPerEvent = 6
+// argsPerEvent are the ARGV values of one event after the two leading ones, without
+// its extra fields: id, event_type, aggregate_type, aggregate_id, created_at,
+// payload, then the number of extra fields, which follow as name, value pairs.
+const argsPerEvent = 7
 
 // appendScript writes a batch in one atomic script call. Per event it claims the
 // dedup key (SET NX PX) and appends the entry; both happen in the same script, so
@@ -31,9 +35,27 @@ var appendScript = goredis.NewScript(`
 local window = tonumber(ARGV[1])
 local trim = tonumber(ARGV[2]) > 0
 local out = {}
+local a = 2
 for i = 1, #KEYS / 2 do
   local stream, dedup = KEYS[2 * i - 1], KEYS[2 * i]
-  local a = 2 + (i - 1) * 6
+  local extra = tonumber(ARGV[a + 7])
+  local args = {}
+  if trim then
+    args = {stream, 'MAXLEN', '~', ARGV[2], '*'}
+  else
+    args = {stream, '*'}
+  end
+  local n = #args
+  local names = {'id', 'event_type', 'aggregate_type', 'aggregate_id', 'created_at', 'payload'}
+  for k = 1, 6 do
+    args[n + 2 * k - 1] = names[k]
+    args[n + 2 * k] = ARGV[a + k]
+  end
+  n = n + 12
+  for k = 1, 2 * extra do
+    args[n + k] = ARGV[a + 7 + k]
+  end
+  a = a + 7 + 2 * extra
   local fresh = true
   if window > 0 then
     local set = redis.pcall('SET', dedup, '1', 'NX', 'PX', ARGV[1])
@@ -44,16 +66,7 @@ for i = 1, #KEYS / 2 do
     fresh = set ~= false
   end
   if fresh then
-    local r
-    if trim then
-      r = redis.pcall('XADD', stream, 'MAXLEN', '~', ARGV[2], '*',
-        'id', ARGV[a + 1], 'event_type', ARGV[a + 2], 'aggregate_type', ARGV[a + 3],
-        'aggregate_id', ARGV[a + 4], 'created_at', ARGV[a + 5], 'payload', ARGV[a + 6])
-    else
-      r = redis.pcall('XADD', stream, '*',
-        'id', ARGV[a + 1], 'event_type', ARGV[a + 2], 'aggregate_type', ARGV[a + 3],
-        'aggregate_id', ARGV[a + 4], 'created_at', ARGV[a + 5], 'payload', ARGV[a + 6])
-    end
+    local r = redis.pcall('XADD', unpack(args))
     if type(r) == 'table' and r.err then
       if window > 0 then
         redis.call('DEL', dedup)
@@ -91,13 +104,14 @@ func dedupKey(stream, id string) string {
 // script is sent with EVAL, which caches it again.
 func (s *Sink) exec(ctx context.Context, items []*item) ([]any, error) {
 	keys := make([]string, 0, 2*len(items))
-	args := make([]any, 0, 2+argsPerEvent*len(items))
+	args := make([]any, 0, 2+argsPerEvent*len(items)) // and extra fields
 	args = append(args, s.windowArg, s.maxLenArg)
 	for _, it := range items {
 		e := it.ev
 		keys = append(keys, it.stream, dedupKey(it.stream, e.ID))
 		args = append(args, e.ID, e.EventType, e.AggregateType, e.AggregateID,
-			e.CreatedAt.UTC().Format(time.RFC3339Nano), e.Payload)
+			e.CreatedAt.UTC().Format(time.RFC3339Nano), payloadArg(e))
+		args = appendExtraFields(args, e)
 	}
 	reply, err := appendScript.Run(ctx, s.client, keys, args...).Result()
 	if err != nil {
@@ -123,3 +137,29 @@ func (s *Sink) exec(ctx context.Context, items []*item) ([]any, error) {
 }
 
 func windowArg(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// payloadArg is the payload field's value: a NULL payload is an empty one, marked by
+// the tombstone field.
+func payloadArg(e *outbox.Event) any {
+	if e.Payload == nil {
+		return ""
+	}
+	return e.Payload
+}
+
+// appendExtraFields appends the count of e's extra fields and their name, value
+// pairs: the headers taken from columns, then tombstone for a NULL payload.
+func appendExtraFields(args []any, e *outbox.Event) []any {
+	n := len(e.Headers)
+	if e.NullPayload {
+		n++
+	}
+	args = append(args, n)
+	for _, h := range e.Headers {
+		args = append(args, h.Key, h.Value)
+	}
+	if e.NullPayload {
+		args = append(args, "tombstone", "true")
+	}
+	return args
+}
