@@ -168,7 +168,7 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	// plans keep the primary-key lookups.
 	poolCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	replication.RenderLikeStream(poolCfg.ConnConfig.RuntimeParams) // placed columns read as the stream sends them
-	replication.TuneKeepalives(&poolCfg.ConnConfig.Config) // a silent network fails bookkeeping in seconds, not hours
+	replication.TuneKeepalives(&poolCfg.ConnConfig.Config)         // a silent network fails bookkeeping in seconds, not hours
 	// Each table's poller holds a connection while it polls, and in poll mode another
 	// for LISTEN: with several tables the default pool (4 or the CPU count) could
 	// leave the bookkeeping waiting. A pool_max_conns in the URL is left as it is.
