@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
+
+	"github.com/walrelay/walrelay/outbox"
 )
 
 const (
@@ -25,12 +27,13 @@ const (
 // routerDefaults are the outbox event router's documented defaults, used for the
 // options a configuration leaves out.
 var routerDefaults = map[string]string{
-	"table.field.event.id":      "id",
-	"table.field.event.key":     "aggregateid",
-	"table.field.event.type":    "type",
-	"table.field.event.payload": "payload",
-	"route.by.field":            "aggregatetype",
-	"route.topic.replacement":   "outbox.event.${routedByValue}",
+	"table.field.event.id":       "id",
+	"table.field.event.key":      "aggregateid",
+	"table.field.event.type":     "type",
+	"table.field.event.payload":  "payload",
+	"route.by.field":             "aggregatetype",
+	"route.topic.replacement":    "outbox.event.${routedByValue}",
+	"tracing.span.context.field": "tracingspancontext",
 }
 
 // routerColumns maps router options to walrelay's column settings, in output order.
@@ -45,19 +48,18 @@ var routerColumns = [][2]string{
 
 // unsupportedReasons says why a known Debezium option has no walrelay setting.
 var unsupportedReasons = map[string]string{
-	"route.topic.regex":                 "walrelay routes by the aggregate type column, not by a regular expression",
-	"table.fields.additional.placement": "walrelay publishes no extra columns as headers or envelope fields",
-	"table.expand.json.payload":         "the payload is published as stored",
-	"tracing.span.context.field":        "walrelay does not propagate tracing context",
-	"snapshot.mode":                     "a new slot's catch-up pass publishes the rows not yet processed",
-	"plugin.name":                       "walrelay decodes with pgoutput only",
-	"topic.prefix":                      "only names topics of change events, which walrelay does not publish",
-	"database.server.name":              "only names topics of change events, which walrelay does not publish",
-	"tasks.max":                         "walrelay runs one relay per slot",
-	"name":                              "the Kafka Connect connector name",
-	"table.field.event.payload.id":      "removed from the router; the key is column-aggregate-id",
-	"route.tombstone.on.empty.payload":  "walrelay publishes no tombstones",
-	"table.op.invalid.behavior":         "walrelay reads inserts only",
+	"route.topic.regex":                "walrelay routes by the aggregate type column, not by a regular expression",
+	"tracing.operation.name":           "walrelay reads the trace context from the column and creates no span of its own for it",
+	"tracing.with.context.field.only":  "walrelay reads the trace context from the column and creates no span of its own for it",
+	"snapshot.mode":                    "a new slot's catch-up pass publishes the rows not yet processed",
+	"plugin.name":                      "walrelay decodes with pgoutput only",
+	"topic.prefix":                     "only names topics of change events, which walrelay does not publish",
+	"database.server.name":             "only names topics of change events, which walrelay does not publish",
+	"tasks.max":                        "walrelay runs one relay per slot",
+	"name":                             "the Kafka Connect connector name",
+	"table.field.event.payload.id":     "removed from the router; the key is column-aggregate-id",
+	"route.tombstone.on.empty.payload": "walrelay publishes a NULL payload as a tombstone and an empty one as an empty value",
+	"table.op.invalid.behavior":        "walrelay reads inserts only",
 }
 
 func importDebeziumCommand() *cobra.Command {
@@ -267,6 +269,27 @@ func convertDebezium(props map[string]string) string {
 	for _, rc := range routerColumns {
 		fields = append(fields, [2]string{rc[1], opt(rc[0])})
 	}
+	if v := opt("table.fields.additional.placement"); v != "" {
+		headers, partition, notes := placement(v)
+		for _, n := range notes {
+			b.WriteString("# table.fields.additional.placement " + n + "\n")
+		}
+		if headers != "" {
+			fields = append(fields, [2]string{"column-headers", headers})
+		}
+		if partition != "" {
+			fields = append(fields, [2]string{"column-partition", partition})
+		}
+	}
+	fields = append(fields, [2]string{"column-trace", opt("tracing.span.context.field")})
+	if v := opt("table.expand.json.payload"); v != "" {
+		if v == "true" {
+			b.WriteString("# table.expand.json.payload=true: walrelay always publishes a text or json payload as its JSON document, unquoted\n")
+		} else {
+			b.WriteString("# table.expand.json.payload=" + v + ": walrelay publishes a text or json payload as its JSON document, unquoted,\n" +
+				"# where the router made it a JSON string; consumers that unquote the string now read the document itself\n")
+		}
+	}
 	fields = append(fields, [2]string{"topic-template", strings.ReplaceAll(opt("route.topic.replacement"), "${routedByValue}", "{aggregate_type}")})
 
 	// Tables.
@@ -313,6 +336,42 @@ func convertDebezium(props map[string]string) string {
 		comment(&b, k, props[k], unsupportedReason(k, router))
 	}
 	return b.String()
+}
+
+// placement converts the router's table.fields.additional.placement (comma-separated
+// column:placement[:alias]) into column-headers and column-partition; notes are
+// what cannot be converted, as comments.
+func placement(v string) (headers, partition string, notes []string) {
+	var hs []outbox.HeaderColumn
+	for _, entry := range splitList(v) {
+		parts := strings.Split(entry, ":")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
+			notes = append(notes, fmt.Sprintf("%q: not column:placement[:alias]; not converted", entry))
+			continue
+		}
+		alias := parts[0]
+		if len(parts) == 3 && parts[2] != "" {
+			alias = parts[2]
+		}
+		switch parts[1] {
+		case "header":
+			hs = append(hs, outbox.HeaderColumn{Column: parts[0], Header: alias})
+		case "partition":
+			if partition != "" {
+				notes = append(notes, fmt.Sprintf("%q: a second partition column; %s is used", entry, partition))
+				continue
+			}
+			partition = parts[0]
+		case "envelope":
+			notes = append(notes, fmt.Sprintf("%q: no walrelay equivalent (walrelay publishes the payload as the value, with no envelope around it)", entry))
+		default:
+			notes = append(notes, fmt.Sprintf("%q: placement %q is not header, envelope or partition; not converted", entry, parts[1]))
+		}
+	}
+	return outbox.FormatHeaderColumns(hs), partition, notes
 }
 
 func unsupportedReason(key, router string) string {

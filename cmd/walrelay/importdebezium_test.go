@@ -12,7 +12,7 @@ import (
 
 // debeziumConfigs are the convertible configurations in testdata/debezium, each with
 // a .golden file of the expected output.
-var debeziumConfigs = []string{"connect-outbox.json", "server.properties", "unsupported.json"}
+var debeziumConfigs = []string{"connect-outbox.json", "server.properties", "unsupported.json", "router-placement.json"}
 
 func convertTestdata(t *testing.T, name string) string {
 	t.Helper()
@@ -111,9 +111,9 @@ func TestImportDebeziumMapping(t *testing.T) {
 	}
 	unsupported := convertTestdata(t, "unsupported.json")
 	for _, want := range []string{
-		"# transforms.events.route.topic.regex=", "# transforms.events.table.fields.additional.placement=",
-		"# transforms.events.table.expand.json.payload=true: no walrelay equivalent",
-		"# transforms.events.tracing.span.context.field=", "# snapshot.mode=never: no walrelay equivalent",
+		"# transforms.events.route.topic.regex=", "column-headers: type:eventType\n",
+		"# table.expand.json.payload=true: walrelay always publishes a text or json payload as its JSON document",
+		"column-trace: tracingspancontext\n", "# snapshot.mode=never: no walrelay equivalent",
 		"# plugin.name=decoderbufs: no walrelay equivalent", "# producer.override.sasl.jaas.config=***: no walrelay equivalent",
 	} {
 		if !strings.Contains(unsupported, want) {

@@ -78,6 +78,10 @@ func newSettings() *settings {
 		str("column-event-type", "the table's event type column (topic template's {event_type})", &c.Columns.EventType),
 		str("column-payload", "the table's payload column (jsonb, json, text or bytea): the record value", &c.Columns.Payload),
 		str("column-created-at", "the table's creation time column (timestamptz or timestamp; empty: none, the commit time is used)", &c.Columns.CreatedAt),
+		{name: "column-headers", usage: "columns published as record headers, comma-separated column or column:header (e.g. tenant_id:tenant); NULL leaves the header out",
+			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Headers) }},
+		str("column-partition", "column whose value is the Kafka partition of the record (empty: none; NULL: the key hash decides)", &c.Columns.Partition),
+		str("column-trace", "trace context column (W3C traceparent or Debezium's tracingspancontext), read only where the table has it; empty: none", &c.Columns.Trace),
 		str("slot", "logical replication slot name", &c.Slot),
 		str("publication", "publication name (created for the table when missing)", &c.Publication),
 		{name: "slot-failover", usage: "create the slot as a failover slot, so a promoted standby has it (PostgreSQL 17+)",
@@ -115,6 +119,15 @@ func newSettings() *settings {
 		str("log-format", "json or text", &s.logFormat),
 	}
 	return s
+}
+
+func setHeaderColumns(v string, p *[]outbox.HeaderColumn) error {
+	hs, err := outbox.ParseHeaderColumns(v)
+	if err != nil {
+		return err
+	}
+	*p = hs
+	return nil
 }
 
 func str(name, usage string, p *string) setting {
@@ -258,7 +271,7 @@ func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {
 
 // tableKeys are the keys of an entry of the file's tables list.
 var tableKeys = []string{"table", "column-id", "column-aggregate-type", "column-aggregate-id", "column-event-type",
-	"column-payload", "column-created-at", "topic-template"}
+	"column-payload", "column-created-at", "column-headers", "column-partition", "column-trace", "topic-template"}
 
 // parseTables reads the file's tables list: several outbox tables streamed through one
 // slot, each a map of tableKeys. Columns not named are the article's (walrelay's own
@@ -278,8 +291,19 @@ func parseTables(raw any) ([]relay.TableConfig, error) {
 		fields := map[string]*string{"table": &t.Table, "column-id": &t.Columns.ID,
 			"column-aggregate-type": &t.Columns.AggregateType, "column-aggregate-id": &t.Columns.AggregateID,
 			"column-event-type": &t.Columns.EventType, "column-payload": &t.Columns.Payload,
-			"column-created-at": &t.Columns.CreatedAt, "topic-template": &t.TopicTemplate}
+			"column-created-at": &t.Columns.CreatedAt, "topic-template": &t.TopicTemplate,
+			"column-partition": &t.Columns.Partition, "column-trace": &t.Columns.Trace}
 		for key, v := range entry {
+			if key == "column-headers" {
+				text := ""
+				if v != nil {
+					text = yamlString(v)
+				}
+				if err := setHeaderColumns(text, &t.Columns.Headers); err != nil {
+					return nil, fmt.Errorf("entry %d: %w", i+1, err)
+				}
+				continue
+			}
 			p, known := fields[key]
 			if !known {
 				return nil, fmt.Errorf("entry %d: unknown key %q (keys: %s)", i+1, key, strings.Join(tableKeys, ", "))
@@ -348,11 +372,19 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 	if s.sinks.Kafka.EventTimeout > 0 {
 		cfg.PublishTimeout = s.sinks.Kafka.EventTimeout + 10*time.Second
 	}
-	var eoSink error
+	var eoSink, partitionSink error
 	if cfg.Delivery == relay.ExactlyOnce && s.sinks.Kind != sinks.Kafka {
 		eoSink = fmt.Errorf("delivery exactly-once needs --sink kafka, not %s", s.sinks.Kind)
 	}
-	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink); err != nil {
+	if s.sinks.Kind != sinks.Kafka {
+		for _, t := range cfg.OutboxTables() {
+			if t.Columns.Partition != "" {
+				partitionSink = fmt.Errorf("column-partition %s (table %s): partitions are Kafka's; --sink %s has none, so leave column-partition empty",
+					t.Columns.Partition, t.Table, s.sinks.Kind)
+			}
+		}
+	}
+	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink); err != nil {
 		return cfg, err
 	}
 	snk, err := sinks.Open(ctx, s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
