@@ -142,4 +142,3 @@ func TestDebeziumRouterPlacement(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
-
