@@ -21,9 +21,10 @@ import (
 // documentation says it publishes for the same rows: topic outbox.event.<aggregatetype>,
 // key aggregateid, the payload's JSON document as the value (a null value for a NULL
 // payload), the id header, each header column under its alias, the partition column's
-// partition, and the trace context as traceparent and tracestate. A partition the
-// topic lacks is an event error: the poller gets the row with the reason. Then poll
-// mode publishes the same rows again, and its records equal the stream's.
+// partition, and the trace context as traceparent and tracestate, whether the
+// catch-up pass (a row older than the slot) or the stream publishes it. A partition
+// the topic lacks is an event error: the poller gets the row with the reason. Then
+// poll mode publishes the same rows again, and its records equal the stream's.
 func TestDebeziumRouterPlacement(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.Database(t)
@@ -53,8 +54,6 @@ func TestDebeziumRouterPlacement(t *testing.T) {
 		t.Fatalf("migrate: exit code %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 	conn := testenv.Connect(t, dbURL)
-	stream := startProc(t, "relay", env, "run")
-	waitStreaming(t, conn, slot, stream)
 
 	const (
 		traceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -74,12 +73,20 @@ func TestDebeziumRouterPlacement(t *testing.T) {
 		{"4", "OrderShipped", `"shipped"`, nil, nil, nil, "not a trace context"},
 	}
 	ids := make([]string, len(rows))
-	for i, r := range rows {
+	insert := func(i int) {
+		r := rows[i]
 		if err := conn.QueryRow(context.Background(), `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload,
 				tenant_id, region, part, tracingspancontext) VALUES (gen_random_uuid(), 'order', $1, $2, $3, $4, $5, $6, $7)
 				RETURNING id::text`, r.aggID, r.eventType, r.payload, r.tenant, r.region, r.part, r.trace).Scan(&ids[i]); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The first row is older than the slot: the new slot's catch-up pass publishes it.
+	insert(0)
+	stream := startProc(t, "relay", env, "run")
+	waitStreaming(t, conn, slot, stream)
+	for i := 1; i < len(rows); i++ {
+		insert(i)
 	}
 	consumer := testenv.NewConsumer(t, brokers, `outbox\..*`)
 	if !consumer.WaitDistinct(60*time.Second, 3) {
