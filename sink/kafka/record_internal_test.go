@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +162,33 @@ func TestRecordTopicPerTable(t *testing.T) {
 		s.promise(&r.Record, nil)
 	}); allocs != 0 {
 		t.Errorf("%v allocations per record of an event with its own template, want 0", allocs)
+	}
+}
+
+// The exactly-once producer poisons a record whose partition column names no
+// partition, with the reason, as the plain producer fails it.
+func TestTransactionalPartitionPoison(t *testing.T) {
+	tmpl, err := sink.ParseTemplate(DefaultTopicTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topics topicCache
+	for _, tc := range []struct{ partition, want string }{
+		{"x", `partition column value "x" is not a partition number`},
+		{"7", "partition column value 7 is not a partition of topic outbox.event.order"},
+	} {
+		ev := &outbox.Event{ID: "e1", AggregateType: "order", AggregateID: "o-1", Partition: tc.partition}
+		r := newRecord(tmpl, &topics, ev, nil)
+		if tc.partition == "7" { // what the partitioner does for a topic of 3 partitions
+			p := partitioner().ForTopic(r.Topic).(kgo.TopicBackupPartitioner)
+			if got := p.PartitionByBackup(&r.Record, 3, nil); got != 7 {
+				t.Fatalf("partitioner chose %d, want the preset 7", got)
+			}
+		}
+		tx := &Transactional{}
+		tx.promise(&r.Record, errors.New("invalid record partitioning choice"))
+		if poison := tx.Poisoned()["e1"]; !sink.IsEventError(poison) || !strings.Contains(poison.Error(), tc.want) {
+			t.Errorf("partition %q: poison %v, want an event error saying %q", tc.partition, poison, tc.want)
+		}
 	}
 }
