@@ -97,6 +97,9 @@ tables:
     column-aggregate-id: aggregateid
     column-event-type: type
     column-created-at: ""
+    column-headers: tenant_id:tenant,region
+    column-partition: part
+    column-trace: tracingspancontext
     topic-template: tenant_b.{aggregate_type}
 `)
 	if err != nil {
@@ -105,7 +108,8 @@ tables:
 	want := []relay.TableConfig{
 		{Table: "outbox_events", Columns: outbox.DefaultColumns()},
 		{Table: "tenant_b.outbox", Columns: outbox.Columns{ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid",
-			EventType: "type", Payload: "payload"}, TopicTemplate: "tenant_b.{aggregate_type}"},
+			EventType: "type", Payload: "payload", Headers: []outbox.HeaderColumn{{Column: "tenant_id", Header: "tenant"}, {Column: "region"}},
+			Partition: "part", Trace: "tracingspancontext"}, TopicTemplate: "tenant_b.{aggregate_type}"},
 	}
 	if !reflect.DeepEqual(s.relay.Tables, want) {
 		t.Fatalf("tables %+v, want %+v", s.relay.Tables, want)
@@ -126,5 +130,33 @@ tables:
 	}
 	if _, err := load(t, "tables:\n  - column-id: x\n"); err == nil || !strings.Contains(err.Error(), "table is missing") {
 		t.Fatalf("entry without table: %v, want an error saying so", err)
+	}
+}
+
+// Header columns come from a flag as column:header pairs; a partition column with a
+// sink that has no partitions is refused before anything connects.
+func TestSettingsPlacedColumns(t *testing.T) {
+	s := newSettings()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	s.register(fs)
+	if err := fs.Parse([]string{"--database-url", "postgres://relay@db/app", "--column-headers", "tenant_id:tenant, region",
+		"--column-partition", "part", "--sink", "nats", "--nats-url", "nats://127.0.0.1:4222"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.load(fs); err != nil {
+		t.Fatal(err)
+	}
+	want := []outbox.HeaderColumn{{Column: "tenant_id", Header: "tenant"}, {Column: "region"}}
+	if !reflect.DeepEqual(s.relay.Columns.Headers, want) || s.relay.Columns.Trace != outbox.DefaultTraceColumn {
+		t.Fatalf("headers %+v trace %q, want %+v and the default trace column", s.relay.Columns.Headers, s.relay.Columns.Trace, want)
+	}
+	if _, err := s.relayConfig(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "partitions are Kafka's") {
+		t.Fatalf("column-partition with --sink nats: %v, want an error saying partitions are Kafka's", err)
+	}
+	if err := fs.Set("column-headers", "tenant_id:a:b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.load(fs); err == nil || !strings.Contains(err.Error(), "--column-headers") {
+		t.Fatalf("a bad column-headers entry: %v, want an error naming the flag", err)
 	}
 }
