@@ -202,12 +202,17 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 			return rel.err
 		}
 	}
+	present := false
 	for k, pc := range t.placed {
 		if rel.placedPos[k] < 0 && pc.kind != placedTrace {
 			rel.err = &SchemaError{Table: t.qualified, Column: pc.column}
 			d.rels[oid] = rel
 			return rel.err
 		}
+		present = present || rel.placedPos[k] >= 0
+	}
+	if !present {
+		rel.placedPos = nil // only a trace column the table lacks: inserts read nothing more
 	}
 	d.rels[oid] = rel
 	m.Kind = KindRelation
