@@ -224,11 +224,17 @@ func convertDebezium(props map[string]string) string {
 	if props["plugin.name"] == "pgoutput" {
 		used["plugin.name"] = true // walrelay's own decoder
 	}
+	// Debezium's own defaults, written out, so that walrelay takes over the connector's
+	// slot, and with it the position Debezium had confirmed.
 	if v, ok := use("slot.name"); ok {
 		line(&b, "slot", v)
+	} else {
+		line(&b, "slot", "debezium")
 	}
 	if v, ok := use("publication.name"); ok {
 		line(&b, "publication", v)
+	} else {
+		line(&b, "publication", "dbz_publication")
 	}
 	if props["debezium.sink.type"] == "kafka" {
 		used["debezium.sink.type"] = true

@@ -12,7 +12,7 @@ import (
 
 // debeziumConfigs are the convertible configurations in testdata/debezium, each with
 // a .golden file of the expected output.
-var debeziumConfigs = []string{"connect-outbox.json", "server.properties", "unsupported.json", "router-placement.json"}
+var debeziumConfigs = []string{"connect-outbox.json", "server.properties", "unsupported.json", "router-placement.json", "tutorial-outbox.json"}
 
 func convertTestdata(t *testing.T, name string) string {
 	t.Helper()
