@@ -39,4 +39,12 @@
 // Run processes the records of a batch one at a time, in order, so it keeps the
 // per-aggregate order the relay gives each partition; a record that keeps failing
 // stops the loop (Run returns a *RecordError) rather than being skipped.
+//
+// # Trace context
+//
+// Records carry the writer's trace context in their traceparent and tracestate
+// headers when the outbox row had one (outbox.Writer.TraceColumn). Run extracts
+// it and starts a consumer span per record as its child (Config.TracerProvider,
+// the global provider by default), which the Handler's ctx carries; callers of
+// Once and OnceSQL get the same parent from ContextFromHeaders.
 package consumer

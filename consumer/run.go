@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/walrelay/walrelay/internal/backoff"
 )
@@ -51,6 +53,14 @@ type Config struct {
 	// MaxPollRecords bounds one batch: records are processed, then their offsets
 	// committed, a batch at a time.
 	MaxPollRecords int
+	// TracerProvider starts a consumer span per record, a child of the trace
+	// context in its headers, covering its attempts until its transaction
+	// committed; the Handler's ctx carries it. nil: the global provider (a no-op
+	// until the application sets one).
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context from the record's headers; nil: the
+	// global propagator when it reads traceparent, else W3C Trace Context.
+	Propagator propagation.TextMapPropagator
 
 	// afterDBCommit, set only by tests, runs after a record's transaction committed
 	// and before its offset is committed; an error makes Run return it at once
@@ -139,7 +149,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	cfg = cfg.withDefaults()
-	l := &loop{cfg: cfg, dedup: Dedup{Table: cfg.Table}}
+	l := &loop{cfg: cfg, dedup: Dedup{Table: cfg.Table}, tracing: newTracing(cfg.TracerProvider, cfg.Propagator)}
 	cl := cfg.Client
 	defer cl.AllowRebalance()
 	for {
@@ -184,8 +194,9 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 type loop struct {
-	cfg   Config
-	dedup Dedup
+	cfg     Config
+	dedup   Dedup
+	tracing tracing
 }
 
 // process handles the records in order and returns those whose transactions
@@ -211,9 +222,17 @@ func (l *loop) process(ctx context.Context, fetches kgo.Fetches) ([]*kgo.Record,
 	return done, nil
 }
 
-// record processes one record, retrying with backoff.
+// record processes one record, retrying with backoff, in its consumer span.
 func (l *loop) record(ctx context.Context, rec *kgo.Record) (bool, error) {
 	id := header(rec, "id")
+	ctx, span := l.tracing.start(ctx, rec, id)
+	ran, err := l.attempts(ctx, rec, id)
+	end(span, ran, err)
+	return ran, err
+}
+
+// attempts tries rec until it committed, failed for good or ctx ended.
+func (l *loop) attempts(ctx context.Context, rec *kgo.Record, id string) (bool, error) {
 	log := l.cfg.Logger.With("event_id", id, "event_type", header(rec, "event_type"),
 		"aggregate_id", header(rec, "aggregate_id"), "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
 	if id == "" {

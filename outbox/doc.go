@@ -5,4 +5,12 @@
 // walrelay publishes every committed event at least once; the record's "id" header
 // is the event's UUID, which consumers use to ignore duplicates (for example by
 // inserting it into processed_events in their own transaction).
+//
+// # Trace context
+//
+// A Writer with a TraceColumn stores the caller's span context (W3C traceparent,
+// and tracestate when there is one) in that column of each row it inserts; the
+// relay hands it on as the record's traceparent and tracestate headers, and the
+// consumer package continues the trace from them. The package uses OpenTelemetry's
+// API only: the application chooses the SDK.
 package outbox

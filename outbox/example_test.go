@@ -15,8 +15,12 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 )
 
-// exampleDB is a migrated database for the example, opened in TestMain.
-var exampleDB *sql.DB
+// exampleDB is a migrated database for the example, opened in TestMain; exampleURL
+// is its URL.
+var (
+	exampleDB  *sql.DB
+	exampleURL string
+)
 
 func TestMain(m *testing.M) {
 	url, err := testenv.NewMigratedDatabase()
@@ -29,7 +33,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	exampleDB = db
+	exampleDB, exampleURL = db, url
 	if _, err := db.Exec(`CREATE TABLE orders (id text PRIMARY KEY, customer_id text NOT NULL,
 		total numeric NOT NULL, created_at timestamptz NOT NULL)`); err != nil {
 		log.Fatal(err)

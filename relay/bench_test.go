@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
@@ -32,6 +35,23 @@ func BenchmarkDelivery(b *testing.B) {
 	for _, d := range []relay.Delivery{relay.AtLeastOnce, relay.ExactlyOnce} {
 		b.Run(string(d), func(b *testing.B) {
 			benchStream(b, "bench_"+strings.ReplaceAll(string(d), "-", "_"), func(c *relay.Config) { c.Delivery = d })
+		})
+	}
+}
+
+// BenchmarkStreamTracing compares the stream's throughput with tracing off and on
+// (an SDK provider batching every event's span to an exporter that drops them).
+func BenchmarkStreamTracing(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[on]
+		b.Run(name, func(b *testing.B) {
+			benchStream(b, "bench_tracing_"+name, func(c *relay.Config) {
+				if on {
+					tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+					b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+					c.TracerProvider = tp
+				}
+			})
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -106,6 +107,12 @@ type Config struct {
 
 	// Logger receives the relay's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// TracerProvider, when set, gets one producer span per event the stream
+	// publishes, from its transaction's commit to the broker's ack, a child of the
+	// trace context in the event's traceparent and tracestate headers. nil: no
+	// tracing, at no cost. The relay uses OpenTelemetry's API only; the program
+	// brings the SDK and exporter.
+	TracerProvider trace.TracerProvider
 }
 
 // TableConfig is one of several outbox tables (Config.Tables).

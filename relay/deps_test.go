@@ -28,3 +28,28 @@ func TestRelayLinksNoBrokerClient(t *testing.T) {
 		}
 	}
 }
+
+// Tracing is OpenTelemetry's API in the libraries: relay, outbox and consumer link
+// no SDK, exporter or gRPC, so a program that embeds them chooses its own (the
+// walrelay binary links the SDK and the OTLP exporters).
+func TestLibrariesLinkNoTracingSDK(t *testing.T) {
+	t.Parallel()
+	for _, pkg := range []string{"relay", "outbox", "consumer"} {
+		out, err := exec.Command("go", "list", "-deps", "github.com/walrelay/walrelay/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, "go.opentelemetry.io/otel/propagation") {
+			t.Fatalf("go list -deps %s gave an implausible list (no otel/propagation):\n%s", pkg, out)
+		}
+		for _, dep := range deps {
+			for _, banned := range []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters/",
+				"go.opentelemetry.io/proto/", "google.golang.org/grpc"} {
+				if strings.HasPrefix(dep, banned) {
+					t.Errorf("%s depends on %s; only cmd/walrelay builds a tracing SDK", pkg, dep)
+				}
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -34,10 +35,12 @@ type publisher struct {
 	bk       *poller.Bookkeeper
 	markAcks bool
 	m        *metrics
+	tracer   *eventTracer // nil: tracing off
 }
 
 func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
-	return &publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics}
+	return &publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics,
+		tracer: newEventTracer(r.cfg.TracerProvider, snk)}
 }
 
 // inflight is one event between the sink and its settlement: all the per-event state
@@ -49,17 +52,24 @@ type inflight struct {
 	txn  *replication.Txn
 	size int
 	at   position
+	span trace.Span // nil: tracing off
 }
 
 // publish sends ev, an event of txn, to the sink.
 func (p *publisher) publish(ev outbox.Event, at position, txn *replication.Txn, size int) {
 	f := &inflight{ev: ev, pub: p, txn: txn, size: size, at: at}
+	if p.tracer != nil {
+		f.span = p.tracer.start(&f.ev, at.committed)
+	}
 	p.sink.Publish(&f.ev, f)
 }
 
 // Done takes the sink's verdict.
 func (f *inflight) Done(err error) {
 	p := f.pub
+	if f.span != nil {
+		finish(f.span, err)
+	}
 	if err == nil {
 		p.m.published.Inc()
 		if !f.at.committed.IsZero() {

@@ -20,7 +20,17 @@ func runCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tp, err := tracerProvider(cmd.Context(), logger)
+			if err != nil {
+				return err
+			}
+			if tp != nil {
+				defer shutdownTracing(tp, logger)
+			}
 			cfg, err := s.relayConfig(cmd.Context(), logger)
+			if tp != nil {
+				cfg.TracerProvider = tp
+			}
 			if cfg.Sink != nil {
 				defer cfg.Sink.Close()
 			}

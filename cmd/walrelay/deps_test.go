@@ -32,6 +32,17 @@ func TestServiceBinaryCarriesNoDemo(t *testing.T) {
 			t.Errorf("the walrelay binary depends on %s; keep it to cmd/walrelay-demo and the tests", banned)
 		}
 	}
+	// The tracing SDK and its exporters are the binary's choice (relay's
+	// TestLibrariesLinkNoTracingSDK keeps them out of the libraries).
+	for _, tracing := range []string{
+		"go.opentelemetry.io/otel/sdk/trace",
+		"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp",
+		"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc",
+	} {
+		if !slices.Contains(deps, tracing) {
+			t.Errorf("the walrelay binary does not link %s, which its OTEL_* tracing setup needs", tracing)
+		}
+	}
 }
 
 // goTool finds the go command the way the binary's build does: PATH, then GOROOT.

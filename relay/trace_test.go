@@ -1,0 +1,123 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/outbox"
+)
+
+// With a TracerProvider, every published event gets exactly one producer span,
+// from its commit to the broker's ack, with the hand-over marked in between.
+// Rows written with a trace column carry the writer's span context; once the
+// relay turns that column into headers, each such event's span is the writer's
+// child (checked for every record that arrives with a traceparent header).
+func TestRelaySpanPerEvent(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, "ALTER TABLE outbox_events ADD COLUMN traceparent text"); err != nil {
+		t.Fatal(err)
+	}
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	start(t, dbURL, broker, "traced", func(c *config) { c.TracerProvider = tp })
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+
+	// Half the events are written inside a span of the application's.
+	writer := sdktrace.NewTracerProvider().Tracer("app")
+	w := outbox.Writer{TraceColumn: outbox.DefaultTraceColumn}
+	writerSpan := map[string]trace.SpanContext{}
+	createdAt := map[string]time.Time{}
+	for i := range 10 {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range 4 {
+			wctx, span := writer.Start(ctx, "checkout")
+			if j%2 == 1 {
+				wctx = ctx
+			}
+			ev := outbox.Event{AggregateType: "order", AggregateID: aggregates("o", 3)[j%3], EventType: "order.created",
+				Payload: []byte(`{"n": 1}`)}
+			if err := w.Write(wctx, tx, &ev); err != nil {
+				t.Fatal(err)
+			}
+			span.End()
+			if j%2 == 0 {
+				writerSpan[ev.ID] = span.SpanContext()
+			}
+			createdAt[ev.ID] = ev.CreatedAt
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if !consumer.WaitDistinct(time.Minute, len(createdAt)) {
+		t.Fatalf("delivered %d distinct of %d events", consumer.Distinct(), len(createdAt))
+	}
+	// A span ends at the ack, which the producer may learn after the consumer read
+	// the record.
+	testenv.WaitFor(t, 30*time.Second, "a span per event", func() bool { return len(spans.Ended()) >= len(createdAt) })
+
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range spans.Ended() {
+		id := attr(s, "messaging.message.id")
+		if _, dup := byID[id]; dup {
+			t.Errorf("event %s has two spans", id)
+		}
+		byID[id] = s
+	}
+	if len(byID) != len(createdAt) {
+		t.Errorf("%d spans for %d events", len(byID), len(createdAt))
+	}
+	for id, created := range createdAt {
+		s, ok := byID[id]
+		if !ok {
+			t.Errorf("event %s has no span", id)
+			continue
+		}
+		handed := s.Events()
+		if s.SpanKind() != trace.SpanKindProducer || attr(s, "messaging.system") != "kafka" || len(handed) != 1 {
+			t.Errorf("event %s: span %q kind %s, %d events, attributes %v", id, s.Name(), s.SpanKind(), len(handed), s.Attributes())
+			continue
+		}
+		// created_at is the transaction's start: the commit, where the span starts,
+		// is not before it.
+		if s.StartTime().Before(created.Truncate(time.Microsecond)) || handed[0].Time.Before(s.StartTime()) || s.EndTime().Before(handed[0].Time) {
+			t.Errorf("event %s: created %s, span %s, handed over %s, ended %s: want them in that order",
+				id, created, s.StartTime(), handed[0].Time, s.EndTime())
+		}
+	}
+
+	parented := 0
+	for _, rec := range consumer.Records {
+		id := testenv.Header(rec, "id")
+		if testenv.Header(rec, "traceparent") == "" {
+			continue
+		}
+		parented++
+		if s, ok := byID[id]; ok && !s.Parent().Equal(writerSpan[id].WithRemote(true)) {
+			t.Errorf("event %s: relay span's parent %v, want the writer's %v", id, s.Parent(), writerSpan[id])
+		}
+	}
+	t.Logf("%d of %d records carried a traceparent header (%d written in a span)", parented, len(consumer.Records), len(writerSpan))
+}
+
+func attr(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
