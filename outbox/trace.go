@@ -7,16 +7,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// DefaultTraceColumn is the trace column's conventional name, the one the relay's
-// column-trace setting defaults to.
-const DefaultTraceColumn = "traceparent"
-
-// The W3C Trace Context headers the trace column carries.
-const (
-	TraceParentHeader = "traceparent"
-	TraceStateHeader  = "tracestate"
-)
-
 // TraceColumnValue is what a Writer stores in its trace column for ctx: the W3C
 // traceparent of ctx's span context, or, when the span context carries a
 // tracestate, both in the properties form
