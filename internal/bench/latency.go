@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +40,18 @@ type latencyResult struct {
 	E2EP99ms  jsonFloat `json:"commit_to_consume_p99_ms"`
 	E2EP999ms jsonFloat `json:"commit_to_consume_p999_ms"`
 	E2EMaxms  jsonFloat `json:"commit_to_consume_max_ms"`
+	E2ESlow   int       `json:"commit_to_consume_over_10ms"`
+
+	// The row's created_at to the record's timestamp, which the relay sets when it
+	// hands the record to the producer: the relay's share of the latency.
+	HandoverP50ms  jsonFloat `json:"created_to_handover_p50_ms"`
+	HandoverP99ms  jsonFloat `json:"created_to_handover_p99_ms"`
+	HandoverP999ms jsonFloat `json:"created_to_handover_p999_ms"`
+	HandoverMaxms  jsonFloat `json:"created_to_handover_max_ms"`
+	HandoverSlow   int       `json:"created_to_handover_over_10ms"`
+
+	// PerSecond is the tail by the second the events committed in.
+	PerSecond []secondTail `json:"per_second"`
 
 	LagStartBytes  int64   `json:"slot_lag_start_bytes"`
 	LagEndBytes    int64   `json:"slot_lag_end_bytes"`
@@ -73,12 +84,20 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 
 const latencyTopic = "bench.latency.order"
 
-// tracker keeps, per event seq, when its insert committed and when its record was
-// consumed (Unix nanoseconds).
+// tracker keeps, per event seq, when its insert committed, when its record was
+// consumed, and the row's created_at and the record's hand-over time as the record
+// carries them (Unix nanoseconds; 0 unknown).
 type tracker struct {
-	commitAt  []atomic.Int64
-	consumeAt []atomic.Int64
-	consumed  atomic.Int64 // distinct seqs consumed
+	commitAt   []atomic.Int64
+	consumeAt  []atomic.Int64
+	createdAt  []atomic.Int64
+	handoverAt []atomic.Int64
+	consumed   atomic.Int64 // distinct seqs consumed
+}
+
+func newTracker(capacity int) *tracker {
+	return &tracker{commitAt: make([]atomic.Int64, capacity), consumeAt: make([]atomic.Int64, capacity),
+		createdAt: make([]atomic.Int64, capacity), handoverAt: make([]atomic.Int64, capacity)}
 }
 
 // consume reads the latency topic until ctx ends, stamping each record's seq with
@@ -91,9 +110,24 @@ func (t *tracker) consume(ctx context.Context, cl *kgo.Client) {
 			seq, ok := payloadSeq(r.Value)
 			if ok && seq >= 0 && seq < len(t.consumeAt) && t.consumeAt[seq].CompareAndSwap(0, now) {
 				t.consumed.Add(1)
+				t.handoverAt[seq].Store(r.Timestamp.UnixNano())
+				if c, ok := headerTime(r, "created_at"); ok {
+					t.createdAt[seq].Store(c.UnixNano())
+				}
 			}
 		})
 	}
+}
+
+// headerTime parses the RFC 3339 time in the record's header key.
+func headerTime(r *kgo.Record, key string) (time.Time, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			t, err := time.Parse(time.RFC3339Nano, string(h.Value))
+			return t, err == nil
+		}
+	}
+	return time.Time{}, false
 }
 
 // payloadSeq finds "seq": N in a payload (jsonb's text form).
@@ -167,7 +201,7 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 	for _, r := range e.opts.rates {
 		capacity += int(float64(r)*e.opts.rateDuration.Seconds()) + 1
 	}
-	t := &tracker{commitAt: make([]atomic.Int64, capacity), consumeAt: make([]atomic.Int64, capacity)}
+	t := newTracker(capacity)
 
 	run.topicTemplate = "bench.latency.{aggregate_type}"
 	rp, err := e.startRelay(run, "latency")
@@ -264,6 +298,7 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 			}
 		}()
 
+		loadStart := time.Now()
 		res.Committed, res.InsertErrors = e.generate(ctx, pool, t, target, e.opts.rateDuration, first)
 		genEnd := time.Now()
 		res.LagEndBytes, err = slotLag(ctx, mon, run.slot)
@@ -299,7 +334,8 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 		if err := relayPercentiles(&res, before, after); err != nil {
 			return out, err
 		}
-		var lat []float64
+		var lat, handover []float64
+		var samples []sample
 		var lastConsume int64
 		for seq := first; seq < next && seq < len(t.commitAt); seq++ {
 			c := t.commitAt[seq].Load()
@@ -311,21 +347,34 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 				res.Missing++
 				continue
 			}
-			lat = append(lat, float64(r-c)/1e6)
+			s := sample{commitAt: c, e2eMs: float64(r-c) / 1e6, handoverMs: math.NaN()}
+			if cr, h := t.createdAt[seq].Load(), t.handoverAt[seq].Load(); cr != 0 && h != 0 {
+				s.handoverMs = max(float64(h-cr)/1e6, 0)
+				handover = append(handover, s.handoverMs)
+				if s.handoverMs > slowMillis {
+					res.HandoverSlow++
+				}
+			}
+			if s.e2eMs > slowMillis {
+				res.E2ESlow++
+			}
+			lat = append(lat, s.e2eMs)
+			samples = append(samples, s)
 			lastConsume = max(lastConsume, r)
 		}
-		slices.Sort(lat)
 		res.Consumed = len(lat)
-		res.E2EP50ms = jsonFloat(exactQuantile(lat, 0.50))
-		res.E2EP99ms = jsonFloat(exactQuantile(lat, 0.99))
-		res.E2EP999ms = jsonFloat(exactQuantile(lat, 0.999))
-		res.E2EMaxms = jsonFloat(exactQuantile(lat, 1))
+		p50, p99, p999, pmax := quantiles(lat)
+		res.E2EP50ms, res.E2EP99ms, res.E2EP999ms, res.E2EMaxms = jsonFloat(p50), jsonFloat(p99), jsonFloat(p999), jsonFloat(pmax)
+		p50, p99, p999, pmax = quantiles(handover)
+		res.HandoverP50ms, res.HandoverP99ms, res.HandoverP999ms, res.HandoverMaxms = jsonFloat(p50), jsonFloat(p99), jsonFloat(p999), jsonFloat(pmax)
+		res.PerSecond = perSecond(samples, loadStart)
 		if lastConsume > 0 {
 			res.TailSeconds = max(time.Unix(0, lastConsume).Sub(genEnd).Seconds(), 0)
 		}
 		res.Held = res.AchievedRate >= 0.95*float64(target) && !res.LagGrew && res.Missing == 0
-		progress("  %d/s: achieved %.0f/s, commit-to-consume p50 %s p99 %s, relay p99 <= %s, lag %s -> %s, held: %v",
-			target, res.AchievedRate, ms(res.E2EP50ms), ms(res.E2EP99ms), ms(res.RelayP99ms),
+		progress("  %d/s: achieved %.0f/s, commit-to-consume p50 %s p99 %s p99.9 %s (%d over 10ms), created-to-handover p99 %s p99.9 %s (%d over 10ms), lag %s -> %s, held: %v",
+			target, res.AchievedRate, ms(res.E2EP50ms), ms(res.E2EP99ms), ms(res.E2EP999ms), res.E2ESlow,
+			ms(res.HandoverP99ms), ms(res.HandoverP999ms), res.HandoverSlow,
 			bytesIEC(res.LagStartBytes), bytesIEC(res.LagEndBytes), res.Held)
 		out = append(out, res)
 	}

@@ -165,33 +165,27 @@ func writeMarkdown(w io.Writer, r *results) {
 	if len(r.Latency) > 0 {
 		fmt.Fprintf(w, "### Latency: single-event transactions from %d connections, %gs per rate\n\n", r.Settings.Workers, r.Settings.RateSeconds)
 		fmt.Fprintln(w, "Commit to consume: the harness's client-side commit (INSERT returned) to the record fetched back, exact. "+
+			"Created to hand-over: the row's created_at to the record's timestamp, which the relay sets as it hands the record to the producer "+
+			"(the relay's share; same clock). "+
 			"Relay commit to ack: walrelay_commit_to_ack_seconds bucket deltas, so each figure is a bucket's upper bound (≤). "+
 			"Slot lag: pg_current_wal_lsn() − confirmed_flush_lsn, before and at the end of the load.")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| target/s | achieved/s | commit→consume p50 / p99 / p99.9 / max ms | relay commit→ack p50 / p99 / p99.9 / max ms (≤) | slot lag start → end (max) | tail after load | relay CPU µs/event | held |")
-		fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|:-:|")
+		fmt.Fprintln(w, "| target/s | achieved/s | commit→consume p50 / p99 / p99.9 / max ms | over 10 ms | created→hand-over p50 / p99 / p99.9 / max ms | over 10 ms | relay commit→ack p99 / p99.9 ms (≤) | slot lag start → end (max) | tail after load | relay CPU µs/event | held |")
+		fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|")
 		for _, l := range r.Latency {
-			held := "yes"
-			if !l.Held {
-				var why []string
-				if l.AchievedRate < 0.95*float64(l.TargetRate) {
-					why = append(why, "generator short of the rate")
-				}
-				if l.LagGrew {
-					why = append(why, "lag grew")
-				}
-				if l.Missing > 0 {
-					why = append(why, fmt.Sprintf("%d not consumed", l.Missing))
-				}
-				held = "no (" + strings.Join(why, ", ") + ")"
-			}
-			fmt.Fprintf(w, "| %s | %s | %s / %s / %s / %s | %s / %s / %s / %s | %s → %s (%s) | %.2fs | %.1f | %s |\n",
+			fmt.Fprintf(w, "| %s | %s | %s / %s / %s / %s | %s | %s / %s / %s / %s | %s | %s / %s | %s → %s (%s) | %.2fs | %.1f | %s |\n",
 				commas(l.TargetRate), commas(int(math.Round(l.AchievedRate))),
-				ms(l.E2EP50ms), ms(l.E2EP99ms), ms(l.E2EP999ms), ms(l.E2EMaxms),
-				ms(l.RelayP50ms), ms(l.RelayP99ms), ms(l.RelayP999ms), ms(l.RelayMaxms),
-				bytesIEC(l.LagStartBytes), bytesIEC(l.LagEndBytes), bytesIEC(l.LagMaxBytes), l.TailSeconds, l.RelayCPUMicrosPerEvent, held)
+				ms(l.E2EP50ms), ms(l.E2EP99ms), ms(l.E2EP999ms), ms(l.E2EMaxms), commas(l.E2ESlow),
+				ms(l.HandoverP50ms), ms(l.HandoverP99ms), ms(l.HandoverP999ms), ms(l.HandoverMaxms), commas(l.HandoverSlow),
+				ms(l.RelayP99ms), ms(l.RelayP999ms),
+				bytesIEC(l.LagStartBytes), bytesIEC(l.LagEndBytes), bytesIEC(l.LagMaxBytes), l.TailSeconds, l.RelayCPUMicrosPerEvent, heldText(l))
 		}
 		fmt.Fprintln(w)
+		for _, l := range r.Latency {
+			if l.Held && len(l.PerSecond) > 0 {
+				writePerSecond(w, l)
+			}
+		}
 		if r.HighestRateHeld > 0 {
 			fmt.Fprintf(w, "Highest rate held without growing lag: %s events/s (of those tried).\n\n", commas(r.HighestRateHeld))
 		} else {
@@ -214,6 +208,36 @@ func writeMarkdown(w io.Writer, r *results) {
 	if r.Error != "" {
 		fmt.Fprintf(w, "**Incomplete run:** %s\n\n", r.Error)
 	}
+}
+
+// heldText says whether a load step was held, and if not why.
+func heldText(l latencyResult) string {
+	if l.Held {
+		return "yes"
+	}
+	var why []string
+	if l.AchievedRate < 0.95*float64(l.TargetRate) {
+		why = append(why, "generator short of the rate")
+	}
+	if l.LagGrew {
+		why = append(why, "lag grew")
+	}
+	if l.Missing > 0 {
+		why = append(why, fmt.Sprintf("%d not consumed", l.Missing))
+	}
+	return "no (" + strings.Join(why, ", ") + ")"
+}
+
+// writePerSecond prints a held step's tail by the second its events committed in.
+func writePerSecond(w io.Writer, l latencyResult) {
+	fmt.Fprintf(w, "Tail per second at %s events/s (by the second of the load each insert committed in):\n\n", commas(l.TargetRate))
+	fmt.Fprintln(w, "| second | events | commit→consume p99 ms | max ms | over 10 ms | created→hand-over max ms | over 10 ms |")
+	fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|")
+	for _, t := range l.PerSecond {
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s |\n", t.Second, commas(t.Count), ms(t.P99ms), ms(t.Maxms),
+			commas(t.Slow), ms(t.HandoverMaxms), commas(t.HandoverSlow))
+	}
+	fmt.Fprintln(w)
 }
 
 var progressStart = time.Now()
