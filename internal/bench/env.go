@@ -43,6 +43,16 @@ type env struct {
 	brokerAt string // host:port
 	pgVer    string
 	runs     int // relay starts so far, for log names
+	// onPublishDefault is the relay binary's default --on-publish.
+	onPublishDefault string
+}
+
+// resolve names the --on-publish a run uses: its own, or the binary's default.
+func (e *env) resolve(onPublish string) string {
+	if onPublish == "" {
+		return e.onPublishDefault
+	}
+	return onPublish
 }
 
 // setup builds the binaries and starts PostgreSQL and the broker. On error, what
@@ -63,6 +73,9 @@ func setup(ctx context.Context, opts options) (*env, error) {
 		if err := goBuild(ctx, e.walrelay, "github.com/walrelay/walrelay/cmd/walrelay"); err != nil {
 			return e, err
 		}
+	}
+	if e.onPublishDefault, err = defaultOnPublish(ctx, e.walrelay); err != nil {
+		return e, err
 	}
 	kfakeBin := filepath.Join(e.work, "kfakeserver")
 	if err := goBuild(ctx, kfakeBin, "github.com/walrelay/walrelay/internal/bench/kfakeserver"); err != nil {

@@ -46,17 +46,20 @@ type options struct {
 	aggregates   int
 	payloadBytes int
 	drainTimeout time.Duration
+	removalWait  time.Duration
 	scenarios    []string
 	walrelay     string
 	out          string
 	quick        bool
 	keep         bool
-	onPublish    string   // the drain and latency runs' --on-publish
+	onPublish    string // the drain and latency runs' --on-publish; "" the binary's default
+	modes        []modeSpec
 	relayArgs    []string // more `walrelay run` flags, for every relay
 }
 
 func parseFlags() (options, error) {
 	var o options
+	var err error
 	var rates, scenarios string
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog rows for the drain scenarios (1 and 2)")
 	flag.IntVar(&o.repeats, "repeats", 3, "rounds of walrelay + pg_recvlogical drains")
@@ -68,11 +71,15 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate ids (record keys)")
 	flag.IntVar(&o.payloadBytes, "payload-bytes", 200, "approximate JSON payload size")
 	flag.DurationVar(&o.drainTimeout, "drain-timeout", 15*time.Minute, "give up on one drain after this long")
+	flag.DurationVar(&o.removalWait, "removal-wait", 30*time.Second, "after a drain, how long to wait for a mode that removes published rows to empty the table")
 	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes", "which scenarios to run (comma-separated)")
 	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
 	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s")
-	flag.StringVar(&o.onPublish, "on-publish", "mark", "--on-publish of the drain and latency runs (scenarios 1-3)")
+	flag.StringVar(&o.onPublish, "on-publish", "", "--on-publish of the drain and latency runs (scenarios 1-3); empty: the relay's default")
+	var modes string
+	flag.StringVar(&modes, "modes", "mark,delete,none,progress,poll:mark",
+		"scenario 4's runs: --on-publish values for --mode stream, poll:VALUE for --mode poll; the relay's default is added if missing, and values the binary refuses are skipped")
 	var relayArgs string
 	flag.StringVar(&relayArgs, "relay-args", "", "more `walrelay run` flags for every relay, space-separated (e.g. \"--kafka-compression lz4\")")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binaries, relay logs)")
@@ -108,6 +115,9 @@ func parseFlags() (options, error) {
 			return o, fmt.Errorf("-scenarios: %q is not drain, latency or modes", s)
 		}
 		o.scenarios = append(o.scenarios, s)
+	}
+	if o.modes, err = parseModes(modes); err != nil {
+		return o, err
 	}
 	switch {
 	case o.events < 1 || o.repeats < 1 || o.modeEvents < 1:
@@ -156,8 +166,6 @@ func run(ctx context.Context, opts options) (err error) {
 			"fsync": "off", "full_page_writes": "off", "synchronous_commit": "on", "wal_level": "logical",
 			"shared_buffers": "128MB", "max_wal_size": pgSettings["max_wal_size"], "autovacuum": "on",
 		},
-		Relay: strings.TrimSpace("walrelay run defaults: --mode stream, --max-inflight-events 10000, --status-interval 100ms; " +
-			"--on-publish " + opts.onPublish + " " + strings.Join(opts.relayArgs, " ")),
 	}}
 	before := readMachineCPU()
 	loadAvg, _ := os.ReadFile("/proc/loadavg")
@@ -166,6 +174,8 @@ func run(ctx context.Context, opts options) (err error) {
 	e, err := setup(ctx, opts)
 	defer e.close()
 	res.Machine = machine(e.pgVer)
+	res.Settings.Relay = strings.TrimSpace("walrelay run defaults (--mode stream, --on-publish " + e.onPublishDefault +
+		"); drain and latency runs: --on-publish " + e.resolve(opts.onPublish) + " " + strings.Join(opts.relayArgs, " "))
 	res.Machine.BusyBefore = busyBefore
 	if f := strings.Fields(string(loadAvg)); len(f) >= 3 {
 		res.Machine.LoadAvg = strings.Join(f[:3], " ")

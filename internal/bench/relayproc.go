@@ -14,7 +14,7 @@ type relayRun struct {
 	slot          string
 	topicTemplate string
 	mode          string // stream or poll
-	onPublish     string // mark, delete or none
+	onPublish     string // --on-publish; "" the binary's default
 }
 
 // relayProc is a running `walrelay run`.
@@ -41,10 +41,12 @@ func (e *env) startRelay(run relayRun, label string) (*relayProc, error) {
 		"--slot", run.slot,
 		"--topic-template", run.topicTemplate,
 		"--mode", run.mode,
-		"--on-publish", run.onPublish,
 		"--metrics-addr", addr,
 		"--log-format", "json",
 	)
+	if run.onPublish != "" {
+		args = append(args, "--on-publish", run.onPublish)
+	}
 	p, err := startProc("walrelay "+label, logPath, nil, e.walrelay, args...)
 	if err != nil {
 		return nil, err

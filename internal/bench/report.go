@@ -124,6 +124,7 @@ func writeMarkdown(w io.Writer, r *results) {
 	fmt.Fprintf(w, "Other work kept the machine %.0f%% busy just before the run (load average %s).\n", m.BusyBefore*100, m.LoadAvg)
 	fmt.Fprintf(w, "Payload %d B JSON, %s aggregates, kfake broker (%d partitions) in its own process; relay: %s.\n\n",
 		r.Settings.PayloadBytes, commas(r.Settings.Aggregates), r.Settings.Partitions, r.Settings.Relay)
+	writeGoals(w, r)
 
 	if d := r.Drain; d != nil && len(d.Rounds) > 0 {
 		fmt.Fprintf(w, "### Backlog drain: %s events, %d per transaction, %d round(s)\n\n", commas(d.Events), r.Settings.RowsPerTx, len(d.Rounds))
@@ -147,10 +148,15 @@ func writeMarkdown(w io.Writer, r *results) {
 		row("walsender CPU µs/event, pg_recvlogical's (sampled every 200ms)", d.RecvWalsender, micros)
 		row("PostgreSQL CPU µs/event (whole server), walrelay drain", d.PostgresCPU, micros)
 		row("PostgreSQL CPU µs/event (whole server), pg_recvlogical drain", d.RecvPostgres, micros)
+		row("PostgreSQL CPU per event, walrelay drain / pg_recvlogical drain", d.PostgresCPURatio, func(v float64) string { return fmt.Sprintf("%.2f", v) })
+		row("WAL the relay caused (to 10 s after the last confirm) / the inserts' WAL", d.RelayWALShare, pct)
 		row("broker (kfake) CPU µs/event", d.BrokerCPU, micros)
 		row("machine busy during relay drain (both cores)", d.MachineBusy, func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) })
 		row("other processes' CPU s during relay drain (not ours)", d.OtherCPU, func(v float64) string { return fmt.Sprintf("%.1f", v) })
 		fmt.Fprintf(w, "| relay peak RSS (max) | | %s | |\n\n", bytesIEC(d.PeakRSSBytes))
+		if wa := d.Rounds[0].Relay.WAL; wa.RemovalChecked {
+			fmt.Fprintf(w, "Removal of old rows (round 1, after the WAL above): %s.\n\n", removalSentence(wa))
+		}
 		fmt.Fprintln(w, "| round | walrelay s | walrelay events/s | pg_recvlogical s | pg_recvlogical events/s | ratio | relay CPU µs/event | peak RSS | read back (distinct) | others' CPU s (walrelay / pg_recvlogical run) |")
 		fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 		for _, p := range d.Rounds {
@@ -196,18 +202,53 @@ func writeMarkdown(w io.Writer, r *results) {
 
 	if len(r.Modes) > 0 {
 		fmt.Fprintf(w, "### Modes: backlog of %s events drained once each\n\n", commas(r.Settings.ModeEvents))
-		fmt.Fprintln(w, "| --mode | --on-publish | seconds | events/s | relay CPU µs/event | PostgreSQL CPU µs/event | peak RSS | machine busy | others' CPU s | read back (distinct) |")
-		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+		fmt.Fprintln(w, "| --mode | --on-publish | seconds | events/s | relay CPU µs/event | PostgreSQL CPU µs/event | relay WAL / insert WAL | removal of old rows | peak RSS | machine busy | others' CPU s | read back (distinct) |")
+		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|")
 		for _, x := range r.Modes {
-			fmt.Fprintf(w, "| %s | %s | %.2f | %s | %.1f | %.1f | %s | %.0f%% | %.1f | %s (%s) |\n", x.Mode, x.OnPublish, x.Seconds,
+			name := x.OnPublish
+			if x.Default {
+				name += " (default)"
+			}
+			if x.Skipped != "" {
+				fmt.Fprintf(w, "| %s | %s | skipped: %s |||||||||||\n", x.Mode, name, x.Skipped)
+				continue
+			}
+			removal := "-"
+			if x.WAL.RemovalChecked {
+				removal = removalSentence(x.WAL)
+			}
+			fmt.Fprintf(w, "| %s | %s | %.2f | %s | %.1f | %.1f | %s | %s | %s | %.0f%% | %.1f | %s (%s) |\n", x.Mode, name, x.Seconds,
 				commas(int(math.Round(x.EventsPerSec))), x.CPUMicrosPerEvent, x.PostgresCPUSec/float64(x.Events)*1e6,
-				bytesIEC(x.PeakRSSBytes), x.MachineBusy*100, x.OtherCPUSec, commas(x.ReadBack), commas(x.Distinct))
+				pct(x.WAL.RelayShare()), removal, bytesIEC(x.PeakRSSBytes), x.MachineBusy*100, x.OtherCPUSec, commas(x.ReadBack), commas(x.Distinct))
 		}
 		fmt.Fprintln(w)
+		fmt.Fprintf(w, "WAL: the inserts wrote %s per event; the relay's WAL is counted from its start to %s after the slot confirmed the last transaction "+
+			"(poll mode: after the last event settled); removal of old rows is the WAL after that until the table is empty (at most -removal-wait).\n\n",
+			bytesIEC(r.Modes[firstMeasured(r.Modes)].WAL.InsertBytes/int64(max(r.Settings.ModeEvents, 1))), walAfterConfirm)
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "**Incomplete run:** %s\n\n", r.Error)
 	}
+}
+
+func pct(v float64) string { return fmt.Sprintf("%.0f%%", v*100) }
+
+// removalSentence describes the removal of old rows after a drain.
+func removalSentence(w walAccount) string {
+	if w.RowsLeft == 0 {
+		return fmt.Sprintf("%s WAL, table empty after %.1fs", bytesIEC(w.RemovalBytes), w.RemovalSeconds)
+	}
+	return fmt.Sprintf("%s rows left after %.0fs (%s WAL)", commas(int(w.RowsLeft)), w.RemovalSeconds, bytesIEC(w.RemovalBytes))
+}
+
+// firstMeasured is the index of the first mode run that was not skipped, 0 if none.
+func firstMeasured(modes []modeResult) int {
+	for i, m := range modes {
+		if m.Skipped == "" {
+			return i
+		}
+	}
+	return 0
 }
 
 // heldText says whether a load step was held, and if not why.
