@@ -242,19 +242,25 @@ type recvResult struct {
 	OtherCPUSec     float64 `json:"other_cpu_seconds"` // neither PostgreSQL's nor pg_recvlogical's nor the harness's
 }
 
+// recvProto1 is pgoutput's options as walrelay starts replication: protocol 1, text
+// values, the relay's publication.
+var recvProto1 = []string{"proto_version=1"}
+
 // drainRecvlogical streams slot with pg_recvlogical and pgoutput (the relay's
-// publication, protocol 1) into /dev/null until endLSN.
-func (e *env) drainRecvlogical(ctx context.Context, conn *pgx.Conn, db, slot, endLSN string, n int) (recvResult, error) {
+// publication, with the plugin options given) into /dev/null until endLSN.
+func (e *env) drainRecvlogical(ctx context.Context, conn *pgx.Conn, db, slot, endLSN string, n int, pluginOpts []string) (recvResult, error) {
 	res := recvResult{Events: n}
 	machine := readMachineCPU()
 	pg0 := e.postgresCPU()
 	self0, _ := cpuSeconds(os.Getpid())
 	e.runs++
-	p, err := startProc("pg_recvlogical", filepath.Join(e.work, fmt.Sprintf("pg_recvlogical-%02d.log", e.runs)), nil, e.recvlog,
-		"-h", "127.0.0.1", "-p", fmt.Sprint(e.cluster.Port()), "-U", "postgres", "-d", db,
+	args := []string{"-h", "127.0.0.1", "-p", fmt.Sprint(e.cluster.Port()), "-U", "postgres", "-d", db,
 		"--slot", slot, "--start", "--no-loop", "--endpos", endLSN,
-		"-P", "pgoutput", "-o", "proto_version=1", "-o", "publication_names=walrelay",
-		"-f", "/dev/null")
+		"-P", "pgoutput", "-o", "publication_names=walrelay", "-f", "/dev/null"}
+	for _, o := range pluginOpts {
+		args = append(args, "-o", o)
+	}
+	p, err := startProc("pg_recvlogical", filepath.Join(e.work, fmt.Sprintf("pg_recvlogical-%02d.log", e.runs)), nil, e.recvlog, args...)
 	if err != nil {
 		return res, err
 	}

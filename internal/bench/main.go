@@ -36,25 +36,26 @@ import (
 
 // options are the harness's flags.
 type options struct {
-	events       int
-	repeats      int
-	modeEvents   int
-	rates        []int
-	rateDuration time.Duration
-	workers      int
-	partitions   int
-	aggregates   int
-	payloadBytes int
-	drainTimeout time.Duration
-	removalWait  time.Duration
-	scenarios    []string
-	walrelay     string
-	out          string
-	quick        bool
-	keep         bool
-	onPublish    string // the drain and latency runs' --on-publish; "" the binary's default
-	modes        []modeSpec
-	relayArgs    []string // more `walrelay run` flags, for every relay
+	events         int
+	repeats        int
+	modeEvents     int
+	pgoutputEvents int
+	rates          []int
+	rateDuration   time.Duration
+	workers        int
+	partitions     int
+	aggregates     int
+	payloadBytes   int
+	drainTimeout   time.Duration
+	removalWait    time.Duration
+	scenarios      []string
+	walrelay       string
+	out            string
+	quick          bool
+	keep           bool
+	onPublish      string // the drain and latency runs' --on-publish; "" the binary's default
+	modes          []modeSpec
+	relayArgs      []string // more `walrelay run` flags, for every relay
 }
 
 func parseFlags() (options, error) {
@@ -64,6 +65,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog rows for the drain scenarios (1 and 2)")
 	flag.IntVar(&o.repeats, "repeats", 3, "rounds of walrelay + pg_recvlogical drains")
 	flag.IntVar(&o.modeEvents, "mode-events", 200_000, "backlog rows per --mode/--on-publish run (scenario 4)")
+	flag.IntVar(&o.pgoutputEvents, "pgoutput-events", 500_000, "backlog rows per round of the pgoutput scenario (pg_recvlogical per pgoutput option set)")
 	flag.StringVar(&rates, "rates", "1000,5000,20000", "load generator rates, events/s (scenario 3)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 20*time.Second, "how long each rate runs")
 	flag.IntVar(&o.workers, "workers", 8, "load generator connections")
@@ -72,7 +74,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.payloadBytes, "payload-bytes", 200, "approximate JSON payload size")
 	flag.DurationVar(&o.drainTimeout, "drain-timeout", 15*time.Minute, "give up on one drain after this long")
 	flag.DurationVar(&o.removalWait, "removal-wait", 30*time.Second, "after a drain, how long to wait for a mode that removes published rows to empty the table")
-	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes", "which scenarios to run (comma-separated)")
+	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes,pgoutput", "which scenarios to run (comma-separated)")
 	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
 	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s")
@@ -90,11 +92,12 @@ func parseFlags() (options, error) {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		quick := map[string]func(){
-			"events":        func() { o.events = 100_000 },
-			"repeats":       func() { o.repeats = 1 },
-			"mode-events":   func() { o.modeEvents = 20_000 },
-			"rates":         func() { rates = "1000,5000" },
-			"rate-duration": func() { o.rateDuration = 5 * time.Second },
+			"events":          func() { o.events = 100_000 },
+			"repeats":         func() { o.repeats = 1 },
+			"mode-events":     func() { o.modeEvents = 20_000 },
+			"pgoutput-events": func() { o.pgoutputEvents = 50_000 },
+			"rates":           func() { rates = "1000,5000" },
+			"rate-duration":   func() { o.rateDuration = 5 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -111,8 +114,8 @@ func parseFlags() (options, error) {
 	}
 	for _, s := range strings.Split(scenarios, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.Contains([]string{"drain", "latency", "modes"}, s) {
-			return o, fmt.Errorf("-scenarios: %q is not drain, latency or modes", s)
+		if !slices.Contains([]string{"drain", "latency", "modes", "pgoutput"}, s) {
+			return o, fmt.Errorf("-scenarios: %q is not drain, latency, modes or pgoutput", s)
 		}
 		o.scenarios = append(o.scenarios, s)
 	}
@@ -120,8 +123,8 @@ func parseFlags() (options, error) {
 		return o, err
 	}
 	switch {
-	case o.events < 1 || o.repeats < 1 || o.modeEvents < 1:
-		return o, errors.New("-events, -repeats and -mode-events must be positive")
+	case o.events < 1 || o.repeats < 1 || o.modeEvents < 1 || o.pgoutputEvents < 1:
+		return o, errors.New("-events, -repeats, -mode-events and -pgoutput-events must be positive")
 	case o.workers < 1 || o.partitions < 1 || o.aggregates < 1:
 		return o, errors.New("-workers, -partitions and -aggregates must be positive")
 	case o.payloadBytes < 40:
@@ -159,7 +162,7 @@ func main() {
 
 func run(ctx context.Context, opts options) (err error) {
 	res := &results{Started: time.Now(), Settings: settingsInfo{
-		Quick: opts.quick, Events: opts.events, Repeats: opts.repeats, ModeEvents: opts.modeEvents,
+		Quick: opts.quick, Events: opts.events, Repeats: opts.repeats, ModeEvents: opts.modeEvents, PgoutputEvents: opts.pgoutputEvents,
 		Rates: opts.rates, RateSeconds: opts.rateDuration.Seconds(), Workers: opts.workers,
 		Partitions: opts.partitions, Aggregates: opts.aggregates, PayloadBytes: opts.payloadBytes,
 		RowsPerTx: rowsPerTx, PostgreSQL: map[string]string{
@@ -251,6 +254,11 @@ func run(ctx context.Context, opts options) (err error) {
 	if want("modes") {
 		if res.Modes, err = e.runModes(ctx); err != nil {
 			return fmt.Errorf("modes: %w", err)
+		}
+	}
+	if want("pgoutput") {
+		if res.Pgoutput, err = e.runPgoutput(ctx); err != nil {
+			return fmt.Errorf("pgoutput: %w", err)
 		}
 	}
 	return nil

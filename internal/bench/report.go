@@ -15,16 +15,17 @@ import (
 
 // results is everything a run measured; it is written as JSON.
 type results struct {
-	Started         time.Time       `json:"started"`
-	DurationSeconds float64         `json:"duration_seconds"`
-	Complete        bool            `json:"complete"`
-	Error           string          `json:"error,omitempty"`
-	Machine         machineInfo     `json:"machine"`
-	Settings        settingsInfo    `json:"settings"`
-	Drain           *drainScenario  `json:"backlog_drain,omitempty"`
-	Latency         []latencyResult `json:"latency,omitempty"`
-	HighestRateHeld int             `json:"highest_rate_held"`
-	Modes           []modeResult    `json:"modes,omitempty"`
+	Started         time.Time        `json:"started"`
+	DurationSeconds float64          `json:"duration_seconds"`
+	Complete        bool             `json:"complete"`
+	Error           string           `json:"error,omitempty"`
+	Machine         machineInfo      `json:"machine"`
+	Settings        settingsInfo     `json:"settings"`
+	Drain           *drainScenario   `json:"backlog_drain,omitempty"`
+	Latency         []latencyResult  `json:"latency,omitempty"`
+	HighestRateHeld int              `json:"highest_rate_held"`
+	Modes           []modeResult     `json:"modes,omitempty"`
+	Pgoutput        []pgoutputResult `json:"pgoutput,omitempty"`
 }
 
 type machineInfo struct {
@@ -41,24 +42,25 @@ type machineInfo struct {
 }
 
 type settingsInfo struct {
-	Quick        bool              `json:"quick"`
-	Events       int               `json:"backlog_events"`
-	Repeats      int               `json:"repeats"`
-	ModeEvents   int               `json:"mode_events"`
-	Rates        []int             `json:"rates"`
-	RateSeconds  float64           `json:"rate_seconds"`
-	Workers      int               `json:"load_workers"`
-	Partitions   int               `json:"partitions"`
-	Aggregates   int               `json:"aggregates"`
-	PayloadBytes int               `json:"payload_bytes"`
-	RowsPerTx    int               `json:"rows_per_transaction"`
-	PostgreSQL   map[string]string `json:"postgresql_settings"`
-	Relay        string            `json:"relay"`
+	Quick          bool              `json:"quick"`
+	Events         int               `json:"backlog_events"`
+	Repeats        int               `json:"repeats"`
+	ModeEvents     int               `json:"mode_events"`
+	PgoutputEvents int               `json:"pgoutput_events"`
+	Rates          []int             `json:"rates"`
+	RateSeconds    float64           `json:"rate_seconds"`
+	Workers        int               `json:"load_workers"`
+	Partitions     int               `json:"partitions"`
+	Aggregates     int               `json:"aggregates"`
+	PayloadBytes   int               `json:"payload_bytes"`
+	RowsPerTx      int               `json:"rows_per_transaction"`
+	PostgreSQL     map[string]string `json:"postgresql_settings"`
+	Relay          string            `json:"relay"`
 }
 
 // defaults reports whether the sizes are the harness's defaults.
 func (s settingsInfo) defaults() bool {
-	return s.Events == 1_000_000 && s.Repeats == 3 && s.ModeEvents == 200_000 && s.RateSeconds == 20 &&
+	return s.Events == 1_000_000 && s.Repeats == 3 && s.ModeEvents == 200_000 && s.PgoutputEvents == 500_000 && s.RateSeconds == 20 &&
 		slices.Equal(s.Rates, []int{1000, 5000, 20000}) && s.Workers == 8 && s.Partitions == 4 &&
 		s.Aggregates == 10_000 && s.PayloadBytes == 200
 }
@@ -225,6 +227,9 @@ func writeMarkdown(w io.Writer, r *results) {
 		fmt.Fprintf(w, "WAL: the inserts wrote %s per event; the relay's WAL is counted from its start to %s after the slot confirmed the last transaction "+
 			"(poll mode: after the last event settled); removal of old rows is the WAL after that until the table is empty (at most -removal-wait).\n\n",
 			bytesIEC(r.Modes[firstMeasured(r.Modes)].WAL.InsertBytes/int64(max(r.Settings.ModeEvents, 1))), walAfterConfirm)
+	}
+	if len(r.Pgoutput) > 0 {
+		writePgoutput(w, r)
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "**Incomplete run:** %s\n\n", r.Error)

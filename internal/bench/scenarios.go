@@ -165,7 +165,7 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 			return sc, err
 		}
 		progress("[drain %d/%d] pg_recvlogical draining the same rows (slot %s, --endpos %s)", round, e.opts.repeats, recvSlot, endLSN)
-		rec, err := e.drainRecvlogical(ctx, conn, mainDB, recvSlot, endLSN, n)
+		rec, err := e.drainRecvlogical(ctx, conn, mainDB, recvSlot, endLSN, n, recvProto1)
 		if err != nil {
 			return sc, err
 		}
