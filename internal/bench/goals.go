@@ -40,8 +40,12 @@ func writeGoals(w io.Writer, r *results) {
 	fmt.Fprintln(w, "| goal | walrelay | compared with | result |")
 	fmt.Fprintln(w, "|---|--:|--:|---|")
 	if d != nil && len(d.Rounds) > 0 {
-		fmt.Fprintf(w, "| drain ≥ %.2f × pg_recvlogical (median of %d) | %s events/s | pg_recvlogical %s events/s | %.2f: %s |\n",
-			goalDrainRatio, len(d.Rounds), commas(int(math.Round(d.RelayRate.Median))), commas(int(math.Round(d.RecvRate.Median))),
+		peer := ""
+		if d.PeerRate != nil {
+			peer = fmt.Sprintf("; peer %s events/s (%.2f)", commas(int(math.Round(d.PeerRate.Median))), d.PeerRatio.Median)
+		}
+		fmt.Fprintf(w, "| drain ≥ %.2f × pg_recvlogical (median of %d) | %s events/s | pg_recvlogical %s events/s%s | %.2f: %s |\n",
+			goalDrainRatio, len(d.Rounds), commas(int(math.Round(d.RelayRate.Median))), commas(int(math.Round(d.RecvRate.Median))), peer,
 			d.Ratio.Median, verdict(d.Ratio.Median >= goalDrainRatio))
 		wa := d.Rounds[0].Relay.WAL
 		fmt.Fprintf(w, "| relay's WAL ≤ %.0f%% of the inserts' (to %s after the last confirm; median) | %s (round 1) | inserts %s (round 1) | %s: %s |\n",
@@ -53,8 +57,12 @@ func writeGoals(w io.Writer, r *results) {
 		} else {
 			fmt.Fprintln(w, "| removal of old rows, on its own | none: this mode keeps published rows | | |")
 		}
-		fmt.Fprintf(w, "| PostgreSQL CPU per event ≤ %.1f × the pg_recvlogical drain's (median) | %.1f µs | pg_recvlogical drain %.1f µs | %.2f: %s |\n",
-			goalPostgresCPU, d.PostgresCPU.Median, d.RecvPostgres.Median, d.PostgresCPURatio.Median,
+		peer = ""
+		if d.PeerPostgresCPU != nil {
+			peer = fmt.Sprintf("; peer drain %.1f µs", d.PeerPostgresCPU.Median)
+		}
+		fmt.Fprintf(w, "| PostgreSQL CPU per event ≤ %.1f × the pg_recvlogical drain's (median) | %.1f µs | pg_recvlogical drain %.1f µs%s | %.2f: %s |\n",
+			goalPostgresCPU, d.PostgresCPU.Median, d.RecvPostgres.Median, peer, d.PostgresCPURatio.Median,
 			verdict(d.PostgresCPURatio.Median <= goalPostgresCPU))
 	}
 	if lat != nil {

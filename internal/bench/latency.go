@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -298,9 +299,24 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 			}
 		}()
 
+		traced := make(chan struct{})
+		if e.opts.relayTrace != "" {
+			go func() {
+				defer close(traced)
+				path := filepath.Join(e.opts.relayTrace, fmt.Sprintf("relay-trace-%d.out", target))
+				if err := rp.trace(ctx, path, min(5*time.Second, e.opts.rateDuration)); err != nil {
+					progress("  relay trace: %v", err)
+				} else {
+					progress("  relay trace of the first seconds: %s (go tool trace)", path)
+				}
+			}()
+		} else {
+			close(traced)
+		}
 		loadStart := time.Now()
 		res.Committed, res.InsertErrors = e.generate(ctx, pool, t, target, e.opts.rateDuration, first)
 		genEnd := time.Now()
+		<-traced
 		res.LagEndBytes, err = slotLag(ctx, mon, run.slot)
 		stopSampling()
 		<-sampler

@@ -51,11 +51,14 @@ type options struct {
 	scenarios      []string
 	walrelay       string
 	out            string
+	markdown       string
 	quick          bool
 	keep           bool
 	onPublish      string // the drain and latency runs' --on-publish; "" the binary's default
 	modes          []modeSpec
 	relayArgs      []string // more `walrelay run` flags, for every relay
+	peerCmd        string   // a peer relay for the drain (peer.go)
+	relayTrace     string   // directory for runtime traces of the latency steps' first seconds
 }
 
 func parseFlags() (options, error) {
@@ -77,6 +80,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes,pgoutput", "which scenarios to run (comma-separated)")
 	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
 	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
+	flag.StringVar(&o.markdown, "md", "", "also write the markdown tables to this file")
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s")
 	flag.StringVar(&o.onPublish, "on-publish", "", "--on-publish of the drain and latency runs (scenarios 1-3); empty: the relay's default")
 	var modes string
@@ -84,9 +88,14 @@ func parseFlags() (options, error) {
 		"scenario 4's runs: --on-publish values for --mode stream, poll:VALUE for --mode poll; the relay's default is added if missing, and values the binary refuses are skipped")
 	var relayArgs string
 	flag.StringVar(&relayArgs, "relay-args", "", "more `walrelay run` flags for every relay, space-separated (e.g. \"--kafka-compression lz4\")")
+	flag.StringVar(&o.peerCmd, "peer-cmd", "", "a peer relay to drain the same backlog in each round (sh -c; PEER_* variables, see internal/bench/peer.go)")
+	flag.StringVar(&o.relayTrace, "relay-trace", "", "write a Go runtime trace of the relay's first 5s of each latency step to this directory (turns on --pprof)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binaries, relay logs)")
 	flag.Parse()
 	o.relayArgs = strings.Fields(relayArgs)
+	if o.relayTrace != "" && !slices.Contains(o.relayArgs, "--pprof") {
+		o.relayArgs = append(o.relayArgs, "--pprof")
+	}
 
 	if o.quick {
 		set := map[string]bool{}
@@ -199,6 +208,11 @@ func run(ctx context.Context, opts options) (err error) {
 			res.Error = err.Error()
 		}
 		writeMarkdown(os.Stdout, res)
+		if opts.markdown != "" {
+			if werr := writeMarkdownFile(opts.markdown, res); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
 		if werr := writeJSON(opts.out, res); werr != nil {
 			err = errors.Join(err, werr)
 		} else {

@@ -110,6 +110,15 @@ func writeJSON(path string, r *results) error {
 	return nil
 }
 
+func writeMarkdownFile(path string, r *results) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	writeMarkdown(f, r)
+	return f.Close()
+}
+
 // writeMarkdown prints the tables.
 func writeMarkdown(w io.Writer, r *results) {
 	m := r.Machine
@@ -152,6 +161,12 @@ func writeMarkdown(w io.Writer, r *results) {
 		row("PostgreSQL CPU µs/event (whole server), pg_recvlogical drain", d.RecvPostgres, micros)
 		row("PostgreSQL CPU per event, walrelay drain / pg_recvlogical drain", d.PostgresCPURatio, func(v float64) string { return fmt.Sprintf("%.2f", v) })
 		row("WAL the relay caused (to 10 s after the last confirm) / the inserts' WAL", d.RelayWALShare, pct)
+		if d.PeerRate != nil {
+			row("peer (-peer-cmd) events/s (start to last record consumed)", *d.PeerRate, perSec)
+			row("peer / pg_recvlogical", *d.PeerRatio, func(v float64) string { return fmt.Sprintf("%.2f", v) })
+			row("peer CPU µs/event (its process tree)", *d.PeerCPU, micros)
+			row("PostgreSQL CPU µs/event (whole server), peer drain", *d.PeerPostgresCPU, micros)
+		}
 		row("broker (kfake) CPU µs/event", d.BrokerCPU, micros)
 		row("machine busy during relay drain (both cores)", d.MachineBusy, func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) })
 		row("other processes' CPU s during relay drain (not ours)", d.OtherCPU, func(v float64) string { return fmt.Sprintf("%.1f", v) })

@@ -53,6 +53,7 @@ type drainPair struct {
 	Round int         `json:"round"`
 	Relay drainResult `json:"walrelay"`
 	Recv  recvResult  `json:"pg_recvlogical"`
+	Peer  *peerResult `json:"peer,omitempty"`
 	Ratio float64     `json:"ratio"` // relay events/s over pg_recvlogical's
 }
 
@@ -97,6 +98,11 @@ type drainScenario struct {
 	// PostgresCPURatio is PostgreSQL's CPU per event in the relay drain over the
 	// pg_recvlogical drain's, per round.
 	PostgresCPURatio summary `json:"postgres_cpu_ratio_to_recvlogical"`
+	// The peer relay's (-peer-cmd), when one was given.
+	PeerRate        *summary `json:"peer_events_per_sec,omitempty"`
+	PeerRatio       *summary `json:"peer_ratio,omitempty"`
+	PeerCPU         *summary `json:"peer_cpu_us_per_event,omitempty"`
+	PeerPostgresCPU *summary `json:"postgres_cpu_us_per_event_peer_drain,omitempty"`
 }
 
 // runDrain writes the backlog with the relay stopped, drains it with the relay and
@@ -117,6 +123,11 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 		progress("[drain %d/%d] writing %d rows (%d per transaction) with the relay stopped", round, e.opts.repeats, n, rowsPerTx)
 		if err := recreateSlot(ctx, conn, recvSlot); err != nil {
 			return sc, err
+		}
+		if e.opts.peerCmd != "" {
+			if err := recreateSlot(ctx, conn, peerSlot); err != nil {
+				return sc, err
+			}
 		}
 		wal0, err := walPosition(ctx, conn)
 		if err != nil {
@@ -173,6 +184,25 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 		progress("[drain %d/%d] pg_recvlogical: %s in %.2fs; walrelay/pg_recvlogical = %.2f",
 			round, e.opts.repeats, rate(n, secs(rec.Seconds)), rec.Seconds, pair.Ratio)
 
+		if e.opts.peerCmd != "" {
+			if err := quiesce(ctx, conn); err != nil {
+				return sc, err
+			}
+			peerTopic := fmt.Sprintf("bench.peer%d.order", round)
+			progress("[drain %d/%d] the peer (-peer-cmd) draining the same rows (slot %s, topic %s)", round, e.opts.repeats, peerSlot, peerTopic)
+			peer, err := e.drainPeer(ctx, conn, run.dbURL, peerTopic, n+1)
+			if err != nil {
+				return sc, err
+			}
+			progress("[drain %d/%d] peer: %s in %.2fs", round, e.opts.repeats, rate(n+1, secs(peer.Seconds)), peer.Seconds)
+			pair.Peer = &peer
+			if err := dropSlot(ctx, conn, peerSlot); err != nil {
+				return sc, err
+			}
+			if err := e.deleteTopic(ctx, peerTopic); err != nil {
+				progress("  %v", err)
+			}
+		}
 		progress("[drain %d/%d] reading back %s", round, e.opts.repeats, topic)
 		records, distinct, err := e.readBack(ctx, topic, n+1)
 		if err != nil {
@@ -211,6 +241,19 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 	sc.WalsenderCPU, sc.RecvWalsender, sc.MachineBusy = summarize(ws), summarize(rws), summarize(busy)
 	sc.PostgresCPU, sc.RecvPostgres, sc.BrokerCPU, sc.OtherCPU = summarize(pg), summarize(rpg), summarize(broker), summarize(other)
 	sc.RelayWALShare, sc.PostgresCPURatio = summarize(walShare), summarize(pgRatio)
+	var peerRates, peerRatios, peerCPU, peerPG []float64
+	for _, p := range sc.Rounds {
+		if p.Peer != nil {
+			peerRates = append(peerRates, p.Peer.EventsPerSec)
+			peerRatios = append(peerRatios, p.Peer.EventsPerSec/p.Recv.EventsPerSec)
+			peerCPU = append(peerCPU, p.Peer.CPUSeconds/float64(p.Peer.Events)*1e6)
+			peerPG = append(peerPG, p.Peer.PostgresCPUSec/float64(p.Peer.Events)*1e6)
+		}
+	}
+	if len(peerRates) > 0 {
+		r, ra, c, pg := summarize(peerRates), summarize(peerRatios), summarize(peerCPU), summarize(peerPG)
+		sc.PeerRate, sc.PeerRatio, sc.PeerCPU, sc.PeerPostgresCPU = &r, &ra, &c, &pg
+	}
 	return sc, nil
 }
 
