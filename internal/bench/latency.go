@@ -224,6 +224,12 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 		return nil, fmt.Errorf("load generator pool: %w", err)
 	}
 	defer pool.Close()
+	// Every connection open before the load: the warm-up's rate needs only one or
+	// two, and the others' backends would otherwise start (fork, catalog caches)
+	// within the first second of the first rate, on the same two cores.
+	if err := openAll(ctx, pool, e.opts.workers); err != nil {
+		return nil, err
+	}
 	mon, err := pgx.Connect(ctx, run.dbURL)
 	if err != nil {
 		return nil, err
@@ -428,4 +434,26 @@ func waitConsumed(ctx context.Context, t *tracker, n int64, timeout time.Duratio
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
+}
+
+// openAll holds n connections of pool at once, so that the pool has them all open,
+// and reads the outbox table once on each, so that its catalog entries are cached.
+func openAll(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("load generator connection: %w", err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Exec(ctx, "SELECT count(*) FROM outbox_events WHERE false"); err != nil {
+			return fmt.Errorf("load generator connection: %w", err)
+		}
+	}
+	return nil
 }
