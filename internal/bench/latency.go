@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -63,7 +64,12 @@ type latencyResult struct {
 	Held           bool    `json:"held"`
 
 	RelayCPUMicrosPerEvent float64 `json:"relay_cpu_us_per_event"`
-	MachineBusy            float64 `json:"machine_busy_fraction"`
+	// The walsender's and the whole PostgreSQL server's (commits included) CPU per
+	// event, so that a tail can be put where the CPU went.
+	WalsenderCPUMicrosPerEvent float64 `json:"walsender_cpu_us_per_event"`
+	PostgresCPUMicrosPerEvent  float64 `json:"postgres_cpu_us_per_event"`
+	MachineBusy                float64 `json:"machine_busy_fraction"`
+	OtherCPUSec                float64 `json:"other_cpu_seconds"` // not the relay's, PostgreSQL's, the broker's or the harness's
 }
 
 // jsonFloat encodes NaN as null and infinities as strings, which encoding/json
@@ -281,6 +287,10 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 			return out, err
 		}
 		cpu0, _ := cpuSeconds(rp.pid())
+		wsPID := walsenderPID(ctx, mon, run.slot)
+		ws0, _ := cpuSeconds(wsPID)
+		pg0, broker0 := e.postgresCPU(), brokerCPU(e)
+		self0, _ := cpuSeconds(os.Getpid())
 		machine := readMachineCPU()
 
 		// Sample the slot's lag while the load runs (on its own connection).
@@ -345,9 +355,18 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 			progress("  not everything came back within 2 minutes: %d of %d", t.consumed.Load(), committedSoFar)
 		}
 		cpu1, _ := cpuSeconds(rp.pid())
+		ws1, _ := cpuSeconds(wsPID)
+		pg1, broker1 := e.postgresCPU(), brokerCPU(e)
+		self1, _ := cpuSeconds(os.Getpid())
 		res.MachineBusy = machine.busySince()
+		res.OtherCPUSec = max(machine.busyCPUSince()-(cpu1-cpu0)-(pg1-pg0)-(broker1-broker0)-(self1-self0), 0)
 		if res.Committed > 0 {
-			res.RelayCPUMicrosPerEvent = (cpu1 - cpu0) / float64(res.Committed) * 1e6
+			perEvent := func(s float64) float64 { return s / float64(res.Committed) * 1e6 }
+			res.RelayCPUMicrosPerEvent = perEvent(cpu1 - cpu0)
+			if wsPID != 0 {
+				res.WalsenderCPUMicrosPerEvent = perEvent(ws1 - ws0)
+			}
+			res.PostgresCPUMicrosPerEvent = perEvent(pg1 - pg0)
 		}
 		after, err := rp.scrape(ctx)
 		if err != nil {
@@ -456,4 +475,9 @@ func openAll(ctx context.Context, pool *pgxpool.Pool, n int) error {
 		}
 	}
 	return nil
+}
+
+func brokerCPU(e *env) float64 {
+	c, _ := cpuSeconds(e.broker.pid())
+	return c
 }

@@ -193,15 +193,16 @@ func writeMarkdown(w io.Writer, r *results) {
 			"Relay commit to ack: walrelay_commit_to_ack_seconds bucket deltas, so each figure is a bucket's upper bound (≤). "+
 			"Slot lag: pg_current_wal_lsn() − confirmed_flush_lsn, before and at the end of the load.")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| target/s | achieved/s | commit→consume p50 / p99 / p99.9 / max ms | over 10 ms | created→hand-over p50 / p99 / p99.9 / max ms | over 10 ms | relay commit→ack p99 / p99.9 ms (≤) | slot lag start → end (max) | tail after load | relay CPU µs/event | held |")
-		fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|")
+		fmt.Fprintln(w, "| target/s | achieved/s | commit→consume p50 / p99 / p99.9 / max ms | over 10 ms | created→hand-over p50 / p99 / p99.9 / max ms | over 10 ms | relay commit→ack p99 / p99.9 ms (≤) | slot lag start → end (max) | tail after load | CPU µs/event: relay / walsender / PostgreSQL | others' CPU s | held |")
+		fmt.Fprintln(w, "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|")
 		for _, l := range r.Latency {
-			fmt.Fprintf(w, "| %s | %s | %s / %s / %s / %s | %s | %s / %s / %s / %s | %s | %s / %s | %s → %s (%s) | %.2fs | %.1f | %s |\n",
+			fmt.Fprintf(w, "| %s | %s | %s / %s / %s / %s | %s | %s / %s / %s / %s | %s | %s / %s | %s → %s (%s) | %.2fs | %.1f / %.1f / %.1f | %.1f | %s |\n",
 				commas(l.TargetRate), commas(int(math.Round(l.AchievedRate))),
 				ms(l.E2EP50ms), ms(l.E2EP99ms), ms(l.E2EP999ms), ms(l.E2EMaxms), commas(l.E2ESlow),
 				ms(l.HandoverP50ms), ms(l.HandoverP99ms), ms(l.HandoverP999ms), ms(l.HandoverMaxms), commas(l.HandoverSlow),
 				ms(l.RelayP99ms), ms(l.RelayP999ms),
-				bytesIEC(l.LagStartBytes), bytesIEC(l.LagEndBytes), bytesIEC(l.LagMaxBytes), l.TailSeconds, l.RelayCPUMicrosPerEvent, heldText(l))
+				bytesIEC(l.LagStartBytes), bytesIEC(l.LagEndBytes), bytesIEC(l.LagMaxBytes), l.TailSeconds,
+				l.RelayCPUMicrosPerEvent, l.WalsenderCPUMicrosPerEvent, l.PostgresCPUMicrosPerEvent, l.OtherCPUSec, heldText(l))
 		}
 		fmt.Fprintln(w)
 		for _, l := range r.Latency {
