@@ -248,6 +248,11 @@ func run(ctx context.Context, opts options) (err error) {
 			if err := e.primeSlot(ctx, latencyRun); err != nil {
 				return err
 			}
+			// The drains left their rows' dead versions (marks, deletes) for autovacuum,
+			// which would otherwise land in the load steps.
+			if err := quiesce(ctx, conn); err != nil {
+				return err
+			}
 			progress("[latency] rates %v events/s, %s each, %d connections", opts.rates, opts.rateDuration, opts.workers)
 			res.Latency, err = e.runLatency(ctx, latencyRun)
 			for _, l := range res.Latency {
