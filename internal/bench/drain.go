@@ -228,6 +228,18 @@ func pollDelay(done, total float64, elapsed time.Duration) time.Duration {
 	return min(max(eta/4, 20*time.Millisecond), 500*time.Millisecond)
 }
 
+// waitGone waits up to timeout for process pid to be reaped (its /proc entry gone).
+func waitGone(pid int, timeout time.Duration) {
+	if pid == 0 {
+		return
+	}
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return
+		}
+	}
+}
+
 func tvSeconds(sec, usec int64) float64 { return float64(sec) + float64(usec)/1e6 }
 
 // recvResult is pg_recvlogical draining the same backlog.
@@ -291,6 +303,9 @@ func (e *env) drainRecvlogical(ctx context.Context, conn *pgx.Conn, db, slot, en
 		}
 	}
 	res.Seconds = time.Since(p.started).Seconds()
+	// The walsender's CPU counts once the postmaster has reaped it (its cutime);
+	// read the server's before that and a walsender that is exiting may be missed.
+	waitGone(wsPID, 2*time.Second)
 	res.PostgresCPUSec = e.postgresCPU() - pg0
 	res.MachineBusy = machine.busySince()
 	busy := machine.busyCPUSince()

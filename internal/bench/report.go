@@ -206,7 +206,7 @@ func writeMarkdown(w io.Writer, r *results) {
 		}
 		fmt.Fprintln(w)
 		for _, l := range r.Latency {
-			if l.Held && len(l.PerSecond) > 0 {
+			if (l.Held || l.TargetRate == goalLatencyRate) && len(l.PerSecond) > 0 {
 				writePerSecond(w, l)
 			}
 		}
@@ -290,7 +290,8 @@ func heldText(l latencyResult) string {
 	return "no (" + strings.Join(why, ", ") + ")"
 }
 
-// writePerSecond prints a held step's tail by the second its events committed in.
+// writePerSecond prints a step's tail by the second its events committed in (for the
+// held steps and the goals' rate; the JSON has every step's).
 func writePerSecond(w io.Writer, l latencyResult) {
 	fmt.Fprintf(w, "Tail per second at %s events/s (by the second of the load each insert committed in):\n\n", commas(l.TargetRate))
 	fmt.Fprintln(w, "| second | events | commit→consume p99 ms | max ms | over 10 ms | created→hand-over max ms | over 10 ms |")
