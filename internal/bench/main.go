@@ -6,16 +6,23 @@
 //
 // Scenarios:
 //  1. Backlog drain: rows written while the relay is stopped, then drained; events/s,
-//     relay CPU per event, peak RSS; every record is read back and counted.
+//     relay CPU per event, peak RSS, the WAL the relay causes against the inserts';
+//     every record is read back and counted.
 //  2. Decode limit: the same rows drained by pg_recvlogical (pgoutput, protocol 1,
-//     the relay's publication) from a second slot; the relay's rate as a ratio of it.
+//     the relay's publication) from a second slot, and by a peer relay (-peer-cmd)
+//     from a third; the relay's rate and PostgreSQL CPU as ratios of pg_recvlogical's.
 //     Scenarios 1 and 2 run as pairs, -repeats times.
-//  3. Latency: fixed-rate single-event transactions; the relay's commit-to-ack
-//     histogram and the harness's own commit-to-consume, and whether slot lag grew.
-//  4. Modes: a smaller backlog per --mode poll and --on-publish mark/delete/none.
+//  3. Latency: fixed-rate single-event transactions; commit-to-consume and
+//     created-to-hand-over, exact, overall and per second of the load, and the relay's
+//     commit-to-ack histogram, and whether slot lag grew.
+//  4. Modes: a smaller backlog per -modes entry (--mode and --on-publish), with its WAL.
+//  5. pgoutput: pg_recvlogical per set of pgoutput options (binary, protocol 2).
 //
-// Usage: go run ./internal/bench [-quick] [-out bench-results.json]. Progress goes to
-// stderr, the markdown tables to stdout.
+// The drain and latency runs use the relay binary's default --on-publish unless
+// -on-publish says otherwise, and the tables start with the goals side by side.
+//
+// Usage: go run ./internal/bench [-quick] [-out bench-results.json] [-md FILE]. Progress
+// goes to stderr, the markdown tables to stdout.
 package main
 
 import (
