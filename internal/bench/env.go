@@ -42,16 +42,21 @@ type env struct {
 	brokerAt string // host:port
 	pgVer    string
 	runs     int // relay starts so far, for log names
-	// onPublishDefault is the relay binary's default --on-publish.
+	// onPublishDefault is the relay binary's default --on-publish in stream mode, ""
+	// when its help does not name it.
 	onPublishDefault string
 }
 
-// resolve names the --on-publish a run uses: its own, or the binary's default.
+// resolve names the --on-publish a run uses: its own, or the binary's default
+// ("default" when the binary's help does not name it).
 func (e *env) resolve(onPublish string) string {
-	if onPublish == "" {
+	switch {
+	case onPublish != "":
+		return onPublish
+	case e.onPublishDefault != "":
 		return e.onPublishDefault
 	}
-	return onPublish
+	return "default"
 }
 
 // setup builds the binaries and starts PostgreSQL and the broker. On error, what

@@ -193,7 +193,7 @@ func run(ctx context.Context, opts options) (err error) {
 	e, err := setup(ctx, opts)
 	defer e.close()
 	res.Machine = machine(e.pgVer)
-	res.Settings.Relay = strings.TrimSpace("walrelay run defaults (--mode stream, --on-publish " + e.onPublishDefault +
+	res.Settings.Relay = strings.TrimSpace("walrelay run defaults (--mode stream, --on-publish " + e.resolve("") +
 		"); drain and latency runs: --on-publish " + e.resolve(opts.onPublish) + " " + strings.Join(opts.relayArgs, " "))
 	res.Machine.BusyBefore = busyBefore
 	if f := strings.Fields(string(loadAvg)); len(f) >= 3 {

@@ -21,13 +21,19 @@ func TestParseModes(t *testing.T) {
 	}
 }
 
-func TestOnPublishDefaultFromHelp(t *testing.T) {
-	help := `      --mode string        stream (logical replication) or poll; env WALRELAY_MODE (default "stream")
-      --on-publish string  after an ack: mark (set processed_at), delete, or none; env WALRELAY_ON_PUBLISH (default "progress")
-      --poll-batch-size string  rows locked and published per poll; env WALRELAY_POLL_BATCH_SIZE (default "100")`
-	m := onPublishDefault.FindStringSubmatch(help)
-	if m == nil || m[1] != "progress" {
-		t.Errorf("default on-publish from help = %v, want progress", m)
+func TestOnPublishFromHelp(t *testing.T) {
+	for _, c := range []struct{ help, want string }{
+		{`      --mode string        stream or poll; env WALRELAY_MODE (default "stream")
+      --on-publish string  after an ack: mark (set processed_at), delete, or none; env WALRELAY_ON_PUBLISH (default "mark")
+      --poll-batch-size string  rows per poll; env WALRELAY_POLL_BATCH_SIZE (default "100")`, "mark"},
+		{`      --on-publish string  after an ack: progress (...; stream mode), mark, delete, or none; empty: progress in stream mode, mark in poll mode; env WALRELAY_ON_PUBLISH
+      --poll-batch-size string  rows per poll; env WALRELAY_POLL_BATCH_SIZE (default "100")`, "progress"},
+		{`      --on-publish string  after an ack; env WALRELAY_ON_PUBLISH
+      --poll-batch-size string  rows per poll (default "100")`, ""},
+	} {
+		if got := onPublishFromHelp(c.help); got != c.want {
+			t.Errorf("onPublishFromHelp = %q, want %q in:\n%s", got, c.want, c.help)
+		}
 	}
 }
 

@@ -14,19 +14,36 @@ import (
 // commit), so it asks the binary what it accepts instead of assuming this commit's
 // flags: the default --on-publish, and whether a mode and on-publish pair is valid.
 
-var onPublishDefault = regexp.MustCompile(`--on-publish string .*\(default "([^"]+)"\)`)
+// The --on-publish line of `walrelay run --help` names the default either as pflag
+// does, (default "mark"), or in words when the default depends on --mode ("empty:
+// progress in stream mode, ...").
+var onPublishDefaults = []*regexp.Regexp{
+	regexp.MustCompile(`\(default "([^"]+)"\)`),
+	regexp.MustCompile(`empty: ([a-z-]+) in stream mode`),
+}
 
-// defaultOnPublish reads the binary's default --on-publish from `walrelay run --help`.
+// defaultOnPublish reads the binary's default --on-publish in stream mode from
+// `walrelay run --help`; "" when the help does not say.
 func defaultOnPublish(ctx context.Context, bin string) (string, error) {
 	out, err := exec.CommandContext(ctx, bin, "run", "--help").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("%s run --help: %w: %s", bin, err, out)
 	}
-	m := onPublishDefault.FindSubmatch(out)
-	if m == nil {
-		return "", fmt.Errorf("%s run --help does not name a default --on-publish", bin)
+	return onPublishFromHelp(string(out)), nil
+}
+
+func onPublishFromHelp(help string) string {
+	for _, line := range strings.Split(help, "\n") {
+		if !strings.Contains(line, "--on-publish string") {
+			continue
+		}
+		for _, re := range onPublishDefaults {
+			if m := re.FindStringSubmatch(line); m != nil {
+				return m[1]
+			}
+		}
 	}
-	return string(m[1]), nil
+	return ""
 }
 
 // relayAccepts reports whether the binary accepts --mode mode --on-publish onPublish

@@ -307,20 +307,26 @@ func (e *env) runModes(ctx context.Context) ([]modeResult, error) {
 	var out []modeResult
 	n := e.opts.modeEvents
 	specs := slices.Clone(e.opts.modes)
+	// The default run: by name when the binary's help names it, otherwise without
+	// the flag (OnPublish "").
 	if def := (modeSpec{Mode: "stream", OnPublish: e.onPublishDefault}); !slices.Contains(specs, def) {
 		specs = append([]modeSpec{def}, specs...)
 	}
 	for _, v := range specs {
-		label := v.Mode + "-" + v.OnPublish
-		res := modeResult{Mode: v.Mode, OnPublish: v.OnPublish, Default: v.Mode == "stream" && v.OnPublish == e.onPublishDefault}
-		if ok, why := relayAccepts(ctx, e.walrelay, v.Mode, v.OnPublish, e.opts.relayArgs); !ok {
-			progress("[modes] --mode %s --on-publish %s: skipped, the relay refuses it: %s", v.Mode, v.OnPublish, why)
-			res.Skipped = why
-			out = append(out, res)
-			continue
+		name := e.resolve(v.OnPublish)
+		label := v.Mode + "-" + name
+		res := modeResult{Mode: v.Mode, OnPublish: name, Default: v.Mode == "stream" && v.OnPublish == e.onPublishDefault}
+		// A named value may be one the binary does not know; its default it knows.
+		if v.OnPublish != "" {
+			if ok, why := relayAccepts(ctx, e.walrelay, v.Mode, v.OnPublish, e.opts.relayArgs); !ok {
+				progress("[modes] --mode %s --on-publish %s: skipped, the relay refuses it: %s", v.Mode, v.OnPublish, why)
+				res.Skipped = why
+				out = append(out, res)
+				continue
+			}
 		}
-		db := "bench_" + v.Mode + "_" + v.OnPublish
-		progress("[modes] --mode %s --on-publish %s: %d events", v.Mode, v.OnPublish, n)
+		db := "bench_" + v.Mode + "_" + strings.ReplaceAll(name, "-", "_")
+		progress("[modes] --mode %s --on-publish %s: %d events", v.Mode, name, n)
 		d, err := e.runMode(ctx, db, label, relayRun{slot: db, mode: v.Mode, onPublish: v.OnPublish,
 			topicTemplate: "bench." + db + ".{aggregate_type}"}, n)
 		if err != nil {
@@ -378,7 +384,7 @@ func (e *env) runMode(ctx context.Context, db, label string, run relayRun, n int
 	if err := quiesce(ctx, conn); err != nil {
 		return drainResult{}, err
 	}
-	plan := walPlan{lastTxLSN: lastTx, insertBytes: wal1 - wal0, removal: removes(run.onPublish, e.opts.relayArgs)}
+	plan := walPlan{lastTxLSN: lastTx, insertBytes: wal1 - wal0, removal: removes(e.resolve(run.onPublish), e.opts.relayArgs)}
 	res, err := e.drainRelay(ctx, conn, run, n, label, plan)
 	if err != nil {
 		return res, err
