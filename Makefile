@@ -5,7 +5,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: all setup setup-matrix build build-demo demo test test-matrix test-race bench fuzz lint chaos soak
+.PHONY: all setup setup-matrix build build-demo demo test test-matrix test-race bench bench-record fuzz lint chaos soak
 
 all: build
 
@@ -59,11 +59,18 @@ test-matrix: setup
 test-race: setup
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
 
-# bench: decoder cost per message, then WAL and throughput per --on-publish mode.
+# bench: decoder cost per message, then the harness: the goals side by side, drain, latency,
+# modes and pgoutput options (BENCHMARKS.md).
 bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
 	$(GO) test -run XXX -bench OnPublish -benchtime 20000x ./relay/
-	$(GO) run ./internal/bench -out bench-results.json
+	$(GO) run ./internal/bench -out bench-results.json -md bench-results.md
+
+# bench-record: the harness at default sizes, its results kept under the date and commit
+# measured (BENCHMARKS.md's "Current results" are pasted from the .md).
+BENCH_NAME ?= $(shell date -u +%F)-$(shell git rev-parse --short HEAD)
+bench-record: setup
+	$(GO) run ./internal/bench -out internal/bench/results/$(BENCH_NAME).json -md internal/bench/results/$(BENCH_NAME).md
 
 fuzz: setup
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decoder

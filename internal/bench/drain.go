@@ -65,17 +65,32 @@ type drainResult struct {
 	HarnessCPUSec     float64 `json:"harness_cpu_seconds"`
 	// OtherCPUSec is busy CPU time that was neither the relay's, PostgreSQL's, the
 	// broker's nor the harness's: whatever else runs on the machine.
-	OtherCPUSec float64 `json:"other_cpu_seconds"`
-	ReadBack    int     `json:"records_read_back"`
-	Distinct    int     `json:"distinct_ids_read_back"`
+	OtherCPUSec float64    `json:"other_cpu_seconds"`
+	ReadBack    int        `json:"records_read_back"`
+	Distinct    int        `json:"distinct_ids_read_back"`
+	WAL         walAccount `json:"wal"`
+}
+
+// walPlan is what drainRelay needs to count the WAL the relay causes: where the
+// backlog's last transaction began (the slot confirms past it once it is published),
+// the inserts' own WAL, and whether to wait for old rows to be removed.
+type walPlan struct {
+	lastTxLSN   int64
+	insertBytes int64
+	removal     bool
 }
 
 // drainRelay starts the relay on a backlog of n events and times it from the process
 // start until outbox_events_published_total reaches n, then waits until every event
 // is settled (walrelay_inflight_events 0: acked and, in mark or delete mode, its row
 // updated), takes the CPU used, and stops the relay gracefully.
-func (e *env) drainRelay(ctx context.Context, conn *pgx.Conn, run relayRun, n int, label string) (drainResult, error) {
+func (e *env) drainRelay(ctx context.Context, conn *pgx.Conn, run relayRun, n int, label string, plan walPlan) (drainResult, error) {
 	res := drainResult{Events: n}
+	res.WAL.InsertBytes = plan.insertBytes
+	wal0, err := walPosition(ctx, conn)
+	if err != nil {
+		return res, err
+	}
 	machine := readMachineCPU()
 	broker0, _ := cpuSeconds(e.broker.pid())
 	pg0 := e.postgresCPU()
@@ -163,6 +178,28 @@ func (e *env) drainRelay(ctx context.Context, conn *pgx.Conn, run relayRun, n in
 	res.HarnessCPUSec = self1 - self0
 	res.OtherCPUSec = max(machine.busyCPUSince()-res.CPUSeconds-res.PostgresCPUSec-res.BrokerCPUSeconds-res.HarnessCPUSec, 0)
 	res.CPUMicrosPerEvent = res.CPUSeconds / float64(n) * 1e6
+	if run.mode == "stream" {
+		if err := waitConfirmedPast(ctx, conn, run.slot, plan.lastTxLSN, 2*time.Minute); err != nil {
+			return res, fmt.Errorf("%s: %w; log: %s", label, err, rp.logPath)
+		}
+	}
+	if err := pause(ctx, walAfterConfirm); err != nil {
+		return res, err
+	}
+	walEnd, err := walPosition(ctx, conn)
+	if err != nil {
+		return res, err
+	}
+	res.WAL.RelayBytes = walEnd - wal0
+	if plan.removal {
+		res.WAL.RemovalChecked = true
+		res.WAL.RemovalBytes, res.WAL.RemovalSeconds, res.WAL.RowsLeft, err = measureRemoval(ctx, conn, walEnd, e.opts.removalWait)
+		if err != nil {
+			return res, err
+		}
+	}
+	progress("  %s: WAL %s by the inserts, %s by the relay (%.0f%%) to %s after the last confirm%s", label,
+		bytesIEC(res.WAL.InsertBytes), bytesIEC(res.WAL.RelayBytes), res.WAL.RelayShare()*100, walAfterConfirm, removalText(res.WAL))
 	hwm, err := statusKB(rp.pid(), "VmHWM") // the relay's own peak, since its exec
 	if err != nil {
 		return res, fmt.Errorf("read relay peak rss: %w", err)
@@ -191,6 +228,18 @@ func pollDelay(done, total float64, elapsed time.Duration) time.Duration {
 	return min(max(eta/4, 20*time.Millisecond), 500*time.Millisecond)
 }
 
+// waitGone waits up to timeout for process pid to be reaped (its /proc entry gone).
+func waitGone(pid int, timeout time.Duration) {
+	if pid == 0 {
+		return
+	}
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return
+		}
+	}
+}
+
 func tvSeconds(sec, usec int64) float64 { return float64(sec) + float64(usec)/1e6 }
 
 // recvResult is pg_recvlogical draining the same backlog.
@@ -205,19 +254,25 @@ type recvResult struct {
 	OtherCPUSec     float64 `json:"other_cpu_seconds"` // neither PostgreSQL's nor pg_recvlogical's nor the harness's
 }
 
+// recvProto1 is pgoutput's options as walrelay starts replication: protocol 1, text
+// values, the relay's publication.
+var recvProto1 = []string{"proto_version=1"}
+
 // drainRecvlogical streams slot with pg_recvlogical and pgoutput (the relay's
-// publication, protocol 1) into /dev/null until endLSN.
-func (e *env) drainRecvlogical(ctx context.Context, conn *pgx.Conn, db, slot, endLSN string, n int) (recvResult, error) {
+// publication, with the plugin options given) into /dev/null until endLSN.
+func (e *env) drainRecvlogical(ctx context.Context, conn *pgx.Conn, db, slot, endLSN string, n int, pluginOpts []string) (recvResult, error) {
 	res := recvResult{Events: n}
 	machine := readMachineCPU()
 	pg0 := e.postgresCPU()
 	self0, _ := cpuSeconds(os.Getpid())
 	e.runs++
-	p, err := startProc("pg_recvlogical", filepath.Join(e.work, fmt.Sprintf("pg_recvlogical-%02d.log", e.runs)), nil, e.recvlog,
-		"-h", "127.0.0.1", "-p", fmt.Sprint(e.cluster.Port()), "-U", "postgres", "-d", db,
+	args := []string{"-h", "127.0.0.1", "-p", fmt.Sprint(e.cluster.Port()), "-U", "postgres", "-d", db,
 		"--slot", slot, "--start", "--no-loop", "--endpos", endLSN,
-		"-P", "pgoutput", "-o", "proto_version=1", "-o", "publication_names=walrelay",
-		"-f", "/dev/null")
+		"-P", "pgoutput", "-o", "publication_names=walrelay", "-f", "/dev/null"}
+	for _, o := range pluginOpts {
+		args = append(args, "-o", o)
+	}
+	p, err := startProc("pg_recvlogical", filepath.Join(e.work, fmt.Sprintf("pg_recvlogical-%02d.log", e.runs)), nil, e.recvlog, args...)
 	if err != nil {
 		return res, err
 	}
@@ -248,6 +303,9 @@ func (e *env) drainRecvlogical(ctx context.Context, conn *pgx.Conn, db, slot, en
 		}
 	}
 	res.Seconds = time.Since(p.started).Seconds()
+	// The walsender's CPU counts once the postmaster has reaped it (its cutime);
+	// read the server's before that and a walsender that is exiting may be missed.
+	waitGone(wsPID, 2*time.Second)
 	res.PostgresCPUSec = e.postgresCPU() - pg0
 	res.MachineBusy = machine.busySince()
 	busy := machine.busyCPUSince()

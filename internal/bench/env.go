@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/pgcluster"
-	"github.com/walrelay/walrelay/migrations"
 )
 
 // pgSettings are the throwaway cluster's postgresql.conf settings on top of
@@ -43,6 +42,21 @@ type env struct {
 	brokerAt string // host:port
 	pgVer    string
 	runs     int // relay starts so far, for log names
+	// onPublishDefault is the relay binary's default --on-publish in stream mode, ""
+	// when its help does not name it.
+	onPublishDefault string
+}
+
+// resolve names the --on-publish a run uses: its own, or the binary's default
+// ("default" when the binary's help does not name it).
+func (e *env) resolve(onPublish string) string {
+	switch {
+	case onPublish != "":
+		return onPublish
+	case e.onPublishDefault != "":
+		return e.onPublishDefault
+	}
+	return "default"
 }
 
 // setup builds the binaries and starts PostgreSQL and the broker. On error, what
@@ -63,6 +77,9 @@ func setup(ctx context.Context, opts options) (*env, error) {
 		if err := goBuild(ctx, e.walrelay, "github.com/walrelay/walrelay/cmd/walrelay"); err != nil {
 			return e, err
 		}
+	}
+	if e.onPublishDefault, err = defaultOnPublish(ctx, e.walrelay); err != nil {
+		return e, err
 	}
 	kfakeBin := filepath.Join(e.work, "kfakeserver")
 	if err := goBuild(ctx, kfakeBin, "github.com/walrelay/walrelay/internal/bench/kfakeserver"); err != nil {
@@ -209,14 +226,17 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// createDatabase creates a database and applies walrelay's migrations.
+// createDatabase creates a database and lets the relay binary under test create its
+// schema (`walrelay migrate`), so that a build with migrations this harness does not
+// know (-walrelay) gets the schema it expects.
 func (e *env) createDatabase(ctx context.Context, name string) (string, error) {
 	if err := e.cluster.CreateDatabase(ctx, name); err != nil {
 		return "", err
 	}
 	url := e.cluster.URL(name)
-	if _, err := migrations.Up(ctx, url, nil); err != nil {
-		return "", fmt.Errorf("migrate %s: %w", name, err)
+	out, err := exec.CommandContext(ctx, e.walrelay, "migrate", "--database-url", url).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("walrelay migrate on %s: %w: %s", name, err, out)
 	}
 	return url, nil
 }

@@ -5,7 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,18 @@ type latencyResult struct {
 	E2EP99ms  jsonFloat `json:"commit_to_consume_p99_ms"`
 	E2EP999ms jsonFloat `json:"commit_to_consume_p999_ms"`
 	E2EMaxms  jsonFloat `json:"commit_to_consume_max_ms"`
+	E2ESlow   int       `json:"commit_to_consume_over_10ms"`
+
+	// The row's created_at to the record's timestamp, which the relay sets when it
+	// hands the record to the producer: the relay's share of the latency.
+	HandoverP50ms  jsonFloat `json:"created_to_handover_p50_ms"`
+	HandoverP99ms  jsonFloat `json:"created_to_handover_p99_ms"`
+	HandoverP999ms jsonFloat `json:"created_to_handover_p999_ms"`
+	HandoverMaxms  jsonFloat `json:"created_to_handover_max_ms"`
+	HandoverSlow   int       `json:"created_to_handover_over_10ms"`
+
+	// PerSecond is the tail by the second the events committed in.
+	PerSecond []secondTail `json:"per_second"`
 
 	LagStartBytes  int64   `json:"slot_lag_start_bytes"`
 	LagEndBytes    int64   `json:"slot_lag_end_bytes"`
@@ -51,7 +64,12 @@ type latencyResult struct {
 	Held           bool    `json:"held"`
 
 	RelayCPUMicrosPerEvent float64 `json:"relay_cpu_us_per_event"`
-	MachineBusy            float64 `json:"machine_busy_fraction"`
+	// The walsender's and the whole PostgreSQL server's (commits included) CPU per
+	// event, so that a tail can be put where the CPU went.
+	WalsenderCPUMicrosPerEvent float64 `json:"walsender_cpu_us_per_event"`
+	PostgresCPUMicrosPerEvent  float64 `json:"postgres_cpu_us_per_event"`
+	MachineBusy                float64 `json:"machine_busy_fraction"`
+	OtherCPUSec                float64 `json:"other_cpu_seconds"` // not the relay's, PostgreSQL's, the broker's or the harness's
 }
 
 // jsonFloat encodes NaN as null and infinities as strings, which encoding/json
@@ -73,12 +91,20 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 
 const latencyTopic = "bench.latency.order"
 
-// tracker keeps, per event seq, when its insert committed and when its record was
-// consumed (Unix nanoseconds).
+// tracker keeps, per event seq, when its insert committed, when its record was
+// consumed, and the row's created_at and the record's hand-over time as the record
+// carries them (Unix nanoseconds; 0 unknown).
 type tracker struct {
-	commitAt  []atomic.Int64
-	consumeAt []atomic.Int64
-	consumed  atomic.Int64 // distinct seqs consumed
+	commitAt   []atomic.Int64
+	consumeAt  []atomic.Int64
+	createdAt  []atomic.Int64
+	handoverAt []atomic.Int64
+	consumed   atomic.Int64 // distinct seqs consumed
+}
+
+func newTracker(capacity int) *tracker {
+	return &tracker{commitAt: make([]atomic.Int64, capacity), consumeAt: make([]atomic.Int64, capacity),
+		createdAt: make([]atomic.Int64, capacity), handoverAt: make([]atomic.Int64, capacity)}
 }
 
 // consume reads the latency topic until ctx ends, stamping each record's seq with
@@ -91,9 +117,24 @@ func (t *tracker) consume(ctx context.Context, cl *kgo.Client) {
 			seq, ok := payloadSeq(r.Value)
 			if ok && seq >= 0 && seq < len(t.consumeAt) && t.consumeAt[seq].CompareAndSwap(0, now) {
 				t.consumed.Add(1)
+				t.handoverAt[seq].Store(r.Timestamp.UnixNano())
+				if c, ok := headerTime(r, "created_at"); ok {
+					t.createdAt[seq].Store(c.UnixNano())
+				}
 			}
 		})
 	}
+}
+
+// headerTime parses the RFC 3339 time in the record's header key.
+func headerTime(r *kgo.Record, key string) (time.Time, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			t, err := time.Parse(time.RFC3339Nano, string(h.Value))
+			return t, err == nil
+		}
+	}
+	return time.Time{}, false
 }
 
 // payloadSeq finds "seq": N in a payload (jsonb's text form).
@@ -167,7 +208,7 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 	for _, r := range e.opts.rates {
 		capacity += int(float64(r)*e.opts.rateDuration.Seconds()) + 1
 	}
-	t := &tracker{commitAt: make([]atomic.Int64, capacity), consumeAt: make([]atomic.Int64, capacity)}
+	t := newTracker(capacity)
 
 	run.topicTemplate = "bench.latency.{aggregate_type}"
 	rp, err := e.startRelay(run, "latency")
@@ -189,6 +230,12 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 		return nil, fmt.Errorf("load generator pool: %w", err)
 	}
 	defer pool.Close()
+	// Every connection open before the load: the warm-up's rate needs only one or
+	// two, and the others' backends would otherwise start (fork, catalog caches)
+	// within the first second of the first rate, on the same two cores.
+	if err := openAll(ctx, pool, e.opts.workers); err != nil {
+		return nil, err
+	}
 	mon, err := pgx.Connect(ctx, run.dbURL)
 	if err != nil {
 		return nil, err
@@ -240,6 +287,10 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 			return out, err
 		}
 		cpu0, _ := cpuSeconds(rp.pid())
+		wsPID := walsenderPID(ctx, mon, run.slot)
+		ws0, _ := cpuSeconds(wsPID)
+		pg0, broker0 := e.postgresCPU(), brokerCPU(e)
+		self0, _ := cpuSeconds(os.Getpid())
 		machine := readMachineCPU()
 
 		// Sample the slot's lag while the load runs (on its own connection).
@@ -264,8 +315,24 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 			}
 		}()
 
+		traced := make(chan struct{})
+		if e.opts.relayTrace != "" {
+			go func() {
+				defer close(traced)
+				path := filepath.Join(e.opts.relayTrace, fmt.Sprintf("relay-trace-%d.out", target))
+				if err := rp.trace(ctx, path, min(5*time.Second, e.opts.rateDuration)); err != nil {
+					progress("  relay trace: %v", err)
+				} else {
+					progress("  relay trace of the first seconds: %s (go tool trace)", path)
+				}
+			}()
+		} else {
+			close(traced)
+		}
+		loadStart := time.Now()
 		res.Committed, res.InsertErrors = e.generate(ctx, pool, t, target, e.opts.rateDuration, first)
 		genEnd := time.Now()
+		<-traced
 		res.LagEndBytes, err = slotLag(ctx, mon, run.slot)
 		stopSampling()
 		<-sampler
@@ -288,9 +355,18 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 			progress("  not everything came back within 2 minutes: %d of %d", t.consumed.Load(), committedSoFar)
 		}
 		cpu1, _ := cpuSeconds(rp.pid())
+		ws1, _ := cpuSeconds(wsPID)
+		pg1, broker1 := e.postgresCPU(), brokerCPU(e)
+		self1, _ := cpuSeconds(os.Getpid())
 		res.MachineBusy = machine.busySince()
+		res.OtherCPUSec = max(machine.busyCPUSince()-(cpu1-cpu0)-(pg1-pg0)-(broker1-broker0)-(self1-self0), 0)
 		if res.Committed > 0 {
-			res.RelayCPUMicrosPerEvent = (cpu1 - cpu0) / float64(res.Committed) * 1e6
+			perEvent := func(s float64) float64 { return s / float64(res.Committed) * 1e6 }
+			res.RelayCPUMicrosPerEvent = perEvent(cpu1 - cpu0)
+			if wsPID != 0 {
+				res.WalsenderCPUMicrosPerEvent = perEvent(ws1 - ws0)
+			}
+			res.PostgresCPUMicrosPerEvent = perEvent(pg1 - pg0)
 		}
 		after, err := rp.scrape(ctx)
 		if err != nil {
@@ -299,7 +375,8 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 		if err := relayPercentiles(&res, before, after); err != nil {
 			return out, err
 		}
-		var lat []float64
+		var lat, handover []float64
+		var samples []sample
 		var lastConsume int64
 		for seq := first; seq < next && seq < len(t.commitAt); seq++ {
 			c := t.commitAt[seq].Load()
@@ -311,21 +388,34 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 				res.Missing++
 				continue
 			}
-			lat = append(lat, float64(r-c)/1e6)
+			s := sample{commitAt: c, e2eMs: float64(r-c) / 1e6, handoverMs: math.NaN()}
+			if cr, h := t.createdAt[seq].Load(), t.handoverAt[seq].Load(); cr != 0 && h != 0 {
+				s.handoverMs = max(float64(h-cr)/1e6, 0)
+				handover = append(handover, s.handoverMs)
+				if s.handoverMs > slowMillis {
+					res.HandoverSlow++
+				}
+			}
+			if s.e2eMs > slowMillis {
+				res.E2ESlow++
+			}
+			lat = append(lat, s.e2eMs)
+			samples = append(samples, s)
 			lastConsume = max(lastConsume, r)
 		}
-		slices.Sort(lat)
 		res.Consumed = len(lat)
-		res.E2EP50ms = jsonFloat(exactQuantile(lat, 0.50))
-		res.E2EP99ms = jsonFloat(exactQuantile(lat, 0.99))
-		res.E2EP999ms = jsonFloat(exactQuantile(lat, 0.999))
-		res.E2EMaxms = jsonFloat(exactQuantile(lat, 1))
+		p50, p99, p999, pmax := quantiles(lat)
+		res.E2EP50ms, res.E2EP99ms, res.E2EP999ms, res.E2EMaxms = jsonFloat(p50), jsonFloat(p99), jsonFloat(p999), jsonFloat(pmax)
+		p50, p99, p999, pmax = quantiles(handover)
+		res.HandoverP50ms, res.HandoverP99ms, res.HandoverP999ms, res.HandoverMaxms = jsonFloat(p50), jsonFloat(p99), jsonFloat(p999), jsonFloat(pmax)
+		res.PerSecond = perSecond(samples, loadStart)
 		if lastConsume > 0 {
 			res.TailSeconds = max(time.Unix(0, lastConsume).Sub(genEnd).Seconds(), 0)
 		}
 		res.Held = res.AchievedRate >= 0.95*float64(target) && !res.LagGrew && res.Missing == 0
-		progress("  %d/s: achieved %.0f/s, commit-to-consume p50 %s p99 %s, relay p99 <= %s, lag %s -> %s, held: %v",
-			target, res.AchievedRate, ms(res.E2EP50ms), ms(res.E2EP99ms), ms(res.RelayP99ms),
+		progress("  %d/s: achieved %.0f/s, commit-to-consume p50 %s p99 %s p99.9 %s (%d over 10ms), created-to-handover p99 %s p99.9 %s (%d over 10ms), lag %s -> %s, held: %v",
+			target, res.AchievedRate, ms(res.E2EP50ms), ms(res.E2EP99ms), ms(res.E2EP999ms), res.E2ESlow,
+			ms(res.HandoverP99ms), ms(res.HandoverP999ms), res.HandoverSlow,
 			bytesIEC(res.LagStartBytes), bytesIEC(res.LagEndBytes), res.Held)
 		out = append(out, res)
 	}
@@ -363,4 +453,31 @@ func waitConsumed(ctx context.Context, t *tracker, n int64, timeout time.Duratio
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
+}
+
+// openAll holds n connections of pool at once, so that the pool has them all open,
+// and reads the outbox table once on each, so that its catalog entries are cached.
+func openAll(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("load generator connection: %w", err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Exec(ctx, "SELECT count(*) FROM outbox_events WHERE false"); err != nil {
+			return fmt.Errorf("load generator connection: %w", err)
+		}
+	}
+	return nil
+}
+
+func brokerCPU(e *env) float64 {
+	c, _ := cpuSeconds(e.broker.pid())
+	return c
 }

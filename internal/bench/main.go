@@ -6,16 +6,23 @@
 //
 // Scenarios:
 //  1. Backlog drain: rows written while the relay is stopped, then drained; events/s,
-//     relay CPU per event, peak RSS; every record is read back and counted.
+//     relay CPU per event, peak RSS, the WAL the relay causes against the inserts';
+//     every record is read back and counted.
 //  2. Decode limit: the same rows drained by pg_recvlogical (pgoutput, protocol 1,
-//     the relay's publication) from a second slot; the relay's rate as a ratio of it.
+//     the relay's publication) from a second slot, and by a peer relay (-peer-cmd)
+//     from a third; the relay's rate and PostgreSQL CPU as ratios of pg_recvlogical's.
 //     Scenarios 1 and 2 run as pairs, -repeats times.
-//  3. Latency: fixed-rate single-event transactions; the relay's commit-to-ack
-//     histogram and the harness's own commit-to-consume, and whether slot lag grew.
-//  4. Modes: a smaller backlog per --mode poll and --on-publish mark/delete/none.
+//  3. Latency: fixed-rate single-event transactions; commit-to-consume and
+//     created-to-hand-over, exact, overall and per second of the load, and the relay's
+//     commit-to-ack histogram, and whether slot lag grew.
+//  4. Modes: a smaller backlog per -modes entry (--mode and --on-publish), with its WAL.
+//  5. pgoutput: pg_recvlogical per set of pgoutput options (binary, protocol 2).
 //
-// Usage: go run ./internal/bench [-quick] [-out bench-results.json]. Progress goes to
-// stderr, the markdown tables to stdout.
+// The drain and latency runs use the relay binary's default --on-publish unless
+// -on-publish says otherwise, and the tables start with the goals side by side.
+//
+// Usage: go run ./internal/bench [-quick] [-out bench-results.json] [-md FILE]. Progress
+// goes to stderr, the markdown tables to stdout.
 package main
 
 import (
@@ -36,31 +43,39 @@ import (
 
 // options are the harness's flags.
 type options struct {
-	events       int
-	repeats      int
-	modeEvents   int
-	rates        []int
-	rateDuration time.Duration
-	workers      int
-	partitions   int
-	aggregates   int
-	payloadBytes int
-	drainTimeout time.Duration
-	scenarios    []string
-	walrelay     string
-	out          string
-	quick        bool
-	keep         bool
-	onPublish    string   // the drain and latency runs' --on-publish
-	relayArgs    []string // more `walrelay run` flags, for every relay
+	events         int
+	repeats        int
+	modeEvents     int
+	pgoutputEvents int
+	rates          []int
+	rateDuration   time.Duration
+	workers        int
+	partitions     int
+	aggregates     int
+	payloadBytes   int
+	drainTimeout   time.Duration
+	removalWait    time.Duration
+	scenarios      []string
+	walrelay       string
+	out            string
+	markdown       string
+	quick          bool
+	keep           bool
+	onPublish      string // the drain and latency runs' --on-publish; "" the binary's default
+	modes          []modeSpec
+	relayArgs      []string // more `walrelay run` flags, for every relay
+	peerCmd        string   // a peer relay for the drain (peer.go)
+	relayTrace     string   // directory for runtime traces of the latency steps' first seconds
 }
 
 func parseFlags() (options, error) {
 	var o options
+	var err error
 	var rates, scenarios string
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog rows for the drain scenarios (1 and 2)")
 	flag.IntVar(&o.repeats, "repeats", 3, "rounds of walrelay + pg_recvlogical drains")
 	flag.IntVar(&o.modeEvents, "mode-events", 200_000, "backlog rows per --mode/--on-publish run (scenario 4)")
+	flag.IntVar(&o.pgoutputEvents, "pgoutput-events", 500_000, "backlog rows per round of the pgoutput scenario (pg_recvlogical per pgoutput option set)")
 	flag.StringVar(&rates, "rates", "1000,5000,20000", "load generator rates, events/s (scenario 3)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 20*time.Second, "how long each rate runs")
 	flag.IntVar(&o.workers, "workers", 8, "load generator connections")
@@ -68,26 +83,37 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate ids (record keys)")
 	flag.IntVar(&o.payloadBytes, "payload-bytes", 200, "approximate JSON payload size")
 	flag.DurationVar(&o.drainTimeout, "drain-timeout", 15*time.Minute, "give up on one drain after this long")
-	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes", "which scenarios to run (comma-separated)")
+	flag.DurationVar(&o.removalWait, "removal-wait", 30*time.Second, "after a drain, how long to wait for a mode that removes published rows to empty the table")
+	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes,pgoutput", "which scenarios to run (comma-separated)")
 	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
 	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
+	flag.StringVar(&o.markdown, "md", "", "also write the markdown tables to this file")
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s")
-	flag.StringVar(&o.onPublish, "on-publish", "mark", "--on-publish of the drain and latency runs (scenarios 1-3)")
+	flag.StringVar(&o.onPublish, "on-publish", "", "--on-publish of the drain and latency runs (scenarios 1-3); empty: the relay's default")
+	var modes string
+	flag.StringVar(&modes, "modes", "mark,delete,none,progress,poll:mark",
+		"scenario 4's runs: --on-publish values for --mode stream, poll:VALUE for --mode poll; the relay's default is added if missing, and values the binary refuses are skipped")
 	var relayArgs string
 	flag.StringVar(&relayArgs, "relay-args", "", "more `walrelay run` flags for every relay, space-separated (e.g. \"--kafka-compression lz4\")")
+	flag.StringVar(&o.peerCmd, "peer-cmd", "", "a peer relay to drain the same backlog in each round (sh -c; PEER_* variables, see internal/bench/peer.go)")
+	flag.StringVar(&o.relayTrace, "relay-trace", "", "write a Go runtime trace of the relay's first 5s of each latency step to this directory (turns on --pprof)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binaries, relay logs)")
 	flag.Parse()
 	o.relayArgs = strings.Fields(relayArgs)
+	if o.relayTrace != "" && !slices.Contains(o.relayArgs, "--pprof") {
+		o.relayArgs = append(o.relayArgs, "--pprof")
+	}
 
 	if o.quick {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		quick := map[string]func(){
-			"events":        func() { o.events = 100_000 },
-			"repeats":       func() { o.repeats = 1 },
-			"mode-events":   func() { o.modeEvents = 20_000 },
-			"rates":         func() { rates = "1000,5000" },
-			"rate-duration": func() { o.rateDuration = 5 * time.Second },
+			"events":          func() { o.events = 100_000 },
+			"repeats":         func() { o.repeats = 1 },
+			"mode-events":     func() { o.modeEvents = 20_000 },
+			"pgoutput-events": func() { o.pgoutputEvents = 50_000 },
+			"rates":           func() { rates = "1000,5000" },
+			"rate-duration":   func() { o.rateDuration = 5 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -104,14 +130,17 @@ func parseFlags() (options, error) {
 	}
 	for _, s := range strings.Split(scenarios, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.Contains([]string{"drain", "latency", "modes"}, s) {
-			return o, fmt.Errorf("-scenarios: %q is not drain, latency or modes", s)
+		if !slices.Contains([]string{"drain", "latency", "modes", "pgoutput"}, s) {
+			return o, fmt.Errorf("-scenarios: %q is not drain, latency, modes or pgoutput", s)
 		}
 		o.scenarios = append(o.scenarios, s)
 	}
+	if o.modes, err = parseModes(modes); err != nil {
+		return o, err
+	}
 	switch {
-	case o.events < 1 || o.repeats < 1 || o.modeEvents < 1:
-		return o, errors.New("-events, -repeats and -mode-events must be positive")
+	case o.events < 1 || o.repeats < 1 || o.modeEvents < 1 || o.pgoutputEvents < 1:
+		return o, errors.New("-events, -repeats, -mode-events and -pgoutput-events must be positive")
 	case o.workers < 1 || o.partitions < 1 || o.aggregates < 1:
 		return o, errors.New("-workers, -partitions and -aggregates must be positive")
 	case o.payloadBytes < 40:
@@ -149,15 +178,13 @@ func main() {
 
 func run(ctx context.Context, opts options) (err error) {
 	res := &results{Started: time.Now(), Settings: settingsInfo{
-		Quick: opts.quick, Events: opts.events, Repeats: opts.repeats, ModeEvents: opts.modeEvents,
+		Quick: opts.quick, Events: opts.events, Repeats: opts.repeats, ModeEvents: opts.modeEvents, PgoutputEvents: opts.pgoutputEvents,
 		Rates: opts.rates, RateSeconds: opts.rateDuration.Seconds(), Workers: opts.workers,
 		Partitions: opts.partitions, Aggregates: opts.aggregates, PayloadBytes: opts.payloadBytes,
 		RowsPerTx: rowsPerTx, PostgreSQL: map[string]string{
 			"fsync": "off", "full_page_writes": "off", "synchronous_commit": "on", "wal_level": "logical",
 			"shared_buffers": "128MB", "max_wal_size": pgSettings["max_wal_size"], "autovacuum": "on",
 		},
-		Relay: strings.TrimSpace("walrelay run defaults: --mode stream, --max-inflight-events 10000, --status-interval 100ms; " +
-			"--on-publish " + opts.onPublish + " " + strings.Join(opts.relayArgs, " ")),
 	}}
 	before := readMachineCPU()
 	loadAvg, _ := os.ReadFile("/proc/loadavg")
@@ -166,6 +193,8 @@ func run(ctx context.Context, opts options) (err error) {
 	e, err := setup(ctx, opts)
 	defer e.close()
 	res.Machine = machine(e.pgVer)
+	res.Settings.Relay = strings.TrimSpace("walrelay run defaults (--mode stream, --on-publish " + e.resolve("") +
+		"); drain and latency runs: --on-publish " + e.resolve(opts.onPublish) + " " + strings.Join(opts.relayArgs, " "))
 	res.Machine.BusyBefore = busyBefore
 	if f := strings.Fields(string(loadAvg)); len(f) >= 3 {
 		res.Machine.LoadAvg = strings.Join(f[:3], " ")
@@ -186,6 +215,11 @@ func run(ctx context.Context, opts options) (err error) {
 			res.Error = err.Error()
 		}
 		writeMarkdown(os.Stdout, res)
+		if opts.markdown != "" {
+			if werr := writeMarkdownFile(opts.markdown, res); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
 		if werr := writeJSON(opts.out, res); werr != nil {
 			err = errors.Join(err, werr)
 		} else {
@@ -221,6 +255,11 @@ func run(ctx context.Context, opts options) (err error) {
 			if err := e.primeSlot(ctx, latencyRun); err != nil {
 				return err
 			}
+			// The drains left their rows' dead versions (marks, deletes) for autovacuum,
+			// which would otherwise land in the load steps.
+			if err := quiesce(ctx, conn); err != nil {
+				return err
+			}
 			progress("[latency] rates %v events/s, %s each, %d connections", opts.rates, opts.rateDuration, opts.workers)
 			res.Latency, err = e.runLatency(ctx, latencyRun)
 			for _, l := range res.Latency {
@@ -237,10 +276,20 @@ func run(ctx context.Context, opts options) (err error) {
 				return err
 			}
 		}
+		// WAL is the cluster's: an autovacuum of these rows during the next scenarios
+		// would count as their relays' WAL.
+		if err := quiesce(ctx, conn); err != nil {
+			return err
+		}
 	}
 	if want("modes") {
 		if res.Modes, err = e.runModes(ctx); err != nil {
 			return fmt.Errorf("modes: %w", err)
+		}
+	}
+	if want("pgoutput") {
+		if res.Pgoutput, err = e.runPgoutput(ctx); err != nil {
+			return fmt.Errorf("pgoutput: %w", err)
 		}
 	}
 	return nil

@@ -38,12 +38,18 @@ var live struct {
 // SIGKILL as the parent-death signal (so a harness killed outright does not leave
 // them behind). stdout and stderr go to logPath; stdout may be taken instead.
 func startProc(name, logPath string, stdout *os.File, path string, args ...string) (*proc, error) {
+	return startProcWith(name, logPath, stdout, nil, path, args...)
+}
+
+// startProcWith is startProc with an environment (nil: the harness's).
+func startProcWith(name, logPath string, stdout *os.File, env []string, path string, args ...string) (*proc, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s: %w", name, err)
 	}
 	defer logFile.Close() // the child holds its own descriptor
 	cmd := exec.Command(path, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if stdout != nil {
 		cmd.Stdout = stdout

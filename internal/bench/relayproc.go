@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 )
@@ -14,7 +16,7 @@ type relayRun struct {
 	slot          string
 	topicTemplate string
 	mode          string // stream or poll
-	onPublish     string // mark, delete or none
+	onPublish     string // --on-publish; "" the binary's default
 }
 
 // relayProc is a running `walrelay run`.
@@ -22,6 +24,7 @@ type relayProc struct {
 	*proc
 	metricsURL string
 	readyURL   string
+	baseURL    string
 }
 
 // startRelay runs the relay binary with its defaults except for what the run sets,
@@ -41,15 +44,17 @@ func (e *env) startRelay(run relayRun, label string) (*relayProc, error) {
 		"--slot", run.slot,
 		"--topic-template", run.topicTemplate,
 		"--mode", run.mode,
-		"--on-publish", run.onPublish,
 		"--metrics-addr", addr,
 		"--log-format", "json",
 	)
+	if run.onPublish != "" {
+		args = append(args, "--on-publish", run.onPublish)
+	}
 	p, err := startProc("walrelay "+label, logPath, nil, e.walrelay, args...)
 	if err != nil {
 		return nil, err
 	}
-	return &relayProc{proc: p, metricsURL: "http://" + addr + "/metrics", readyURL: "http://" + addr + "/readyz"}, nil
+	return &relayProc{proc: p, metricsURL: "http://" + addr + "/metrics", readyURL: "http://" + addr + "/readyz", baseURL: "http://" + addr}, nil
 }
 
 // failed describes a relay that exited when it should not have.
@@ -97,4 +102,29 @@ func (e *env) primeSlot(ctx context.Context, run relayRun) error {
 		return err
 	}
 	return rp.stop(30 * time.Second)
+}
+
+// trace writes a Go runtime trace of the relay (its --pprof handler) of d to path.
+func (r *relayProc) trace(ctx context.Context, path string, d time.Duration) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/trace?seconds=%g", r.baseURL, d.Seconds()), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch trace: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch trace: %s (is --pprof on?)", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("write trace %s: %w", path, err)
+	}
+	return f.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,7 @@ type drainPair struct {
 	Round int         `json:"round"`
 	Relay drainResult `json:"walrelay"`
 	Recv  recvResult  `json:"pg_recvlogical"`
+	Peer  *peerResult `json:"peer,omitempty"`
 	Ratio float64     `json:"ratio"` // relay events/s over pg_recvlogical's
 }
 
@@ -91,6 +93,16 @@ type drainScenario struct {
 	RecvPostgres  summary     `json:"postgres_cpu_us_per_event_recvlogical_drain"`
 	BrokerCPU     summary     `json:"broker_cpu_us_per_event"`
 	OtherCPU      summary     `json:"other_cpu_seconds_relay_drain"`
+	// RelayWALShare is the relay's WAL over the inserts' (walAccount.RelayShare).
+	RelayWALShare summary `json:"relay_wal_share_of_insert_wal"`
+	// PostgresCPURatio is PostgreSQL's CPU per event in the relay drain over the
+	// pg_recvlogical drain's, per round.
+	PostgresCPURatio summary `json:"postgres_cpu_ratio_to_recvlogical"`
+	// The peer relay's (-peer-cmd), when one was given.
+	PeerRate        *summary `json:"peer_events_per_sec,omitempty"`
+	PeerRatio       *summary `json:"peer_ratio,omitempty"`
+	PeerCPU         *summary `json:"peer_cpu_us_per_event,omitempty"`
+	PeerPostgresCPU *summary `json:"postgres_cpu_us_per_event_peer_drain,omitempty"`
 }
 
 // runDrain writes the backlog with the relay stopped, drains it with the relay and
@@ -112,11 +124,20 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 		if err := recreateSlot(ctx, conn, recvSlot); err != nil {
 			return sc, err
 		}
+		if e.opts.peerCmd != "" {
+			if err := recreateSlot(ctx, conn, peerSlot); err != nil {
+				return sc, err
+			}
+		}
+		wal0, err := walPosition(ctx, conn)
+		if err != nil {
+			return sc, err
+		}
 		if err := e.insertBacklog(ctx, conn, n, *seq); err != nil {
 			return sc, err
 		}
 		*seq += n
-		endLSN, _, err := currentLSN(ctx, conn)
+		endLSN, lastTxLSN, err := currentLSN(ctx, conn)
 		if err != nil {
 			return sc, err
 		}
@@ -127,14 +148,21 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 			return sc, err
 		}
 		*seq++
+		wal1, err := walPosition(ctx, conn)
+		if err != nil {
+			return sc, err
+		}
 		if err := quiesce(ctx, conn); err != nil {
 			return sc, err
 		}
+		// Old rows' removal is waited for in the first round only: it can take the
+		// whole -removal-wait.
+		plan := walPlan{lastTxLSN: lastTxLSN, insertBytes: wal1 - wal0, removal: round == 1 && removes(e.resolve(r.onPublish), e.opts.relayArgs)}
 
 		topic := fmt.Sprintf("bench.drain%d.order", round)
 		r.topicTemplate = fmt.Sprintf("bench.drain%d.{aggregate_type}", round)
 		progress("[drain %d/%d] walrelay draining %d events", round, e.opts.repeats, n+1)
-		rel, err := e.drainRelay(ctx, conn, r, n+1, fmt.Sprintf("drain%d", round))
+		rel, err := e.drainRelay(ctx, conn, r, n+1, fmt.Sprintf("drain%d", round), plan)
 		if err != nil {
 			return sc, err
 		}
@@ -148,7 +176,7 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 			return sc, err
 		}
 		progress("[drain %d/%d] pg_recvlogical draining the same rows (slot %s, --endpos %s)", round, e.opts.repeats, recvSlot, endLSN)
-		rec, err := e.drainRecvlogical(ctx, conn, mainDB, recvSlot, endLSN, n)
+		rec, err := e.drainRecvlogical(ctx, conn, mainDB, recvSlot, endLSN, n, recvProto1)
 		if err != nil {
 			return sc, err
 		}
@@ -156,6 +184,25 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 		progress("[drain %d/%d] pg_recvlogical: %s in %.2fs; walrelay/pg_recvlogical = %.2f",
 			round, e.opts.repeats, rate(n, secs(rec.Seconds)), rec.Seconds, pair.Ratio)
 
+		if e.opts.peerCmd != "" {
+			if err := quiesce(ctx, conn); err != nil {
+				return sc, err
+			}
+			peerTopic := fmt.Sprintf("bench.peer%d.order", round)
+			progress("[drain %d/%d] the peer (-peer-cmd) draining the same rows (slot %s, topic %s)", round, e.opts.repeats, peerSlot, peerTopic)
+			peer, err := e.drainPeer(ctx, conn, run.dbURL, peerTopic, n+1)
+			if err != nil {
+				return sc, err
+			}
+			progress("[drain %d/%d] peer: %s in %.2fs", round, e.opts.repeats, rate(n+1, secs(peer.Seconds)), peer.Seconds)
+			pair.Peer = &peer
+			if err := dropSlot(ctx, conn, peerSlot); err != nil {
+				return sc, err
+			}
+			if err := e.deleteTopic(ctx, peerTopic); err != nil {
+				progress("  %v", err)
+			}
+		}
 		progress("[drain %d/%d] reading back %s", round, e.opts.repeats, topic)
 		records, distinct, err := e.readBack(ctx, topic, n+1)
 		if err != nil {
@@ -171,7 +218,7 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 		}
 		sc.Rounds = append(sc.Rounds, pair)
 	}
-	var relayRates, recvRates, ratios, cpu, ws, rws, busy, pg, rpg, broker, other []float64
+	var relayRates, recvRates, ratios, cpu, ws, rws, busy, pg, rpg, broker, other, walShare, pgRatio []float64
 	for _, p := range sc.Rounds {
 		relayRates = append(relayRates, p.Relay.EventsPerSec)
 		recvRates = append(recvRates, p.Recv.EventsPerSec)
@@ -184,40 +231,111 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 		rpg = append(rpg, p.Recv.PostgresCPUSec/float64(p.Recv.Events)*1e6)
 		broker = append(broker, p.Relay.BrokerCPUSeconds/float64(p.Relay.Events)*1e6)
 		other = append(other, p.Relay.OtherCPUSec)
+		walShare = append(walShare, p.Relay.WAL.RelayShare())
+		if p.Recv.PostgresCPUSec > 0 {
+			pgRatio = append(pgRatio, (p.Relay.PostgresCPUSec/float64(p.Relay.Events))/(p.Recv.PostgresCPUSec/float64(p.Recv.Events)))
+		}
 		sc.PeakRSSBytes = max(sc.PeakRSSBytes, p.Relay.PeakRSSBytes)
 	}
 	sc.RelayRate, sc.RecvRate, sc.Ratio, sc.CPUMicros = summarize(relayRates), summarize(recvRates), summarize(ratios), summarize(cpu)
 	sc.WalsenderCPU, sc.RecvWalsender, sc.MachineBusy = summarize(ws), summarize(rws), summarize(busy)
 	sc.PostgresCPU, sc.RecvPostgres, sc.BrokerCPU, sc.OtherCPU = summarize(pg), summarize(rpg), summarize(broker), summarize(other)
+	sc.RelayWALShare, sc.PostgresCPURatio = summarize(walShare), summarize(pgRatio)
+	var peerRates, peerRatios, peerCPU, peerPG []float64
+	for _, p := range sc.Rounds {
+		if p.Peer != nil {
+			peerRates = append(peerRates, p.Peer.EventsPerSec)
+			peerRatios = append(peerRatios, p.Peer.EventsPerSec/p.Recv.EventsPerSec)
+			peerCPU = append(peerCPU, p.Peer.CPUSeconds/float64(p.Peer.Events)*1e6)
+			peerPG = append(peerPG, p.Peer.PostgresCPUSec/float64(p.Peer.Events)*1e6)
+		}
+	}
+	if len(peerRates) > 0 {
+		r, ra, c, pg := summarize(peerRates), summarize(peerRatios), summarize(peerCPU), summarize(peerPG)
+		sc.PeerRate, sc.PeerRatio, sc.PeerCPU, sc.PeerPostgresCPU = &r, &ra, &c, &pg
+	}
 	return sc, nil
+}
+
+// modeSpec is one run of scenario 4: a --mode and an --on-publish.
+type modeSpec struct {
+	Mode      string `json:"mode"`
+	OnPublish string `json:"on_publish"`
+}
+
+// parseModes reads -modes: on-publish values for --mode stream, poll:VALUE for --mode
+// poll.
+func parseModes(list string) ([]modeSpec, error) {
+	var out []modeSpec
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		spec := modeSpec{Mode: "stream", OnPublish: item}
+		if mode, onPublish, ok := strings.Cut(item, ":"); ok {
+			spec = modeSpec{Mode: mode, OnPublish: onPublish}
+		}
+		if spec.Mode != "stream" && spec.Mode != "poll" || spec.OnPublish == "" {
+			return nil, fmt.Errorf("-modes: %q is neither an --on-publish value (stream mode) nor poll:VALUE", item)
+		}
+		if !slices.Contains(out, spec) {
+			out = append(out, spec)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-modes: empty list")
+	}
+	return out, nil
 }
 
 // modeResult is scenario 4: one mode and on-publish setting draining a backlog.
 type modeResult struct {
 	Mode      string `json:"mode"`
 	OnPublish string `json:"on_publish"`
+	Default   bool   `json:"relay_default,omitempty"` // the binary's default --on-publish
+	// Skipped says why the binary refused these settings; nothing was measured.
+	Skipped string `json:"skipped,omitempty"`
 	drainResult
 }
 
-// runModes drains a smaller backlog once per --mode/--on-publish combination, each
-// in a database of its own (poll mode publishes every pending row it finds).
+// runModes drains a smaller backlog once per -modes entry, and for the binary's
+// default --on-publish if the list lacks it, each in a database of its own (poll
+// mode publishes every pending row it finds). Settings the binary refuses are
+// reported as skipped: the harness measures older and newer builds too.
 func (e *env) runModes(ctx context.Context) ([]modeResult, error) {
 	var out []modeResult
 	n := e.opts.modeEvents
-	for _, v := range []struct{ mode, onPublish string }{
-		{"stream", "mark"}, {"stream", "delete"}, {"stream", "none"}, {"poll", "mark"},
-	} {
-		label := v.mode + "-" + v.onPublish
-		db := "bench_" + v.mode + "_" + v.onPublish
-		progress("[modes] --mode %s --on-publish %s: %d events", v.mode, v.onPublish, n)
-		res, err := e.runMode(ctx, db, label, relayRun{slot: db, mode: v.mode, onPublish: v.onPublish,
+	specs := slices.Clone(e.opts.modes)
+	// The default run: by name when the binary's help names it, otherwise without
+	// the flag (OnPublish "").
+	if def := (modeSpec{Mode: "stream", OnPublish: e.onPublishDefault}); !slices.Contains(specs, def) {
+		specs = append([]modeSpec{def}, specs...)
+	}
+	for _, v := range specs {
+		name := e.resolve(v.OnPublish)
+		label := v.Mode + "-" + name
+		res := modeResult{Mode: v.Mode, OnPublish: name, Default: v.Mode == "stream" && v.OnPublish == e.onPublishDefault}
+		// A named value may be one the binary does not know; its default it knows.
+		if v.OnPublish != "" {
+			if ok, why := relayAccepts(ctx, e.walrelay, v.Mode, v.OnPublish, e.opts.relayArgs); !ok {
+				progress("[modes] --mode %s --on-publish %s: skipped, the relay refuses it: %s", v.Mode, v.OnPublish, why)
+				res.Skipped = why
+				out = append(out, res)
+				continue
+			}
+		}
+		db := "bench_" + v.Mode + "_" + strings.ReplaceAll(name, "-", "_")
+		progress("[modes] --mode %s --on-publish %s: %d events", v.Mode, name, n)
+		d, err := e.runMode(ctx, db, label, relayRun{slot: db, mode: v.Mode, onPublish: v.OnPublish,
 			topicTemplate: "bench." + db + ".{aggregate_type}"}, n)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", label, err)
 		}
 		progress("[modes] %s: %s in %.2fs, %.1f µs CPU/event, peak RSS %s, read back %d",
-			label, rate(n, secs(res.Seconds)), res.Seconds, res.CPUMicrosPerEvent, bytesIEC(res.PeakRSSBytes), res.Distinct)
-		out = append(out, modeResult{Mode: v.mode, OnPublish: v.onPublish, drainResult: res})
+			label, rate(n, secs(d.Seconds)), d.Seconds, d.CPUMicrosPerEvent, bytesIEC(d.PeakRSSBytes), d.Distinct)
+		res.drainResult = d
+		out = append(out, res)
 	}
 	return out, nil
 }
@@ -243,13 +361,31 @@ func (e *env) runMode(ctx context.Context, db, label string, run relayRun, n int
 			return drainResult{}, err
 		}
 	}
-	if err := e.insertBacklog(ctx, conn, n, 0); err != nil {
+	// The last row in a transaction of its own, so that the slot confirming past the
+	// position before it means the whole backlog was published.
+	wal0, err := walPosition(ctx, conn)
+	if err != nil {
+		return drainResult{}, err
+	}
+	if err := e.insertBacklog(ctx, conn, n-1, 0); err != nil {
+		return drainResult{}, err
+	}
+	lastTx, err := walPosition(ctx, conn)
+	if err != nil {
+		return drainResult{}, err
+	}
+	if err := e.insertBacklog(ctx, conn, 1, n-1); err != nil {
+		return drainResult{}, err
+	}
+	wal1, err := walPosition(ctx, conn)
+	if err != nil {
 		return drainResult{}, err
 	}
 	if err := quiesce(ctx, conn); err != nil {
 		return drainResult{}, err
 	}
-	res, err := e.drainRelay(ctx, conn, run, n, label)
+	plan := walPlan{lastTxLSN: lastTx, insertBytes: wal1 - wal0, removal: removes(e.resolve(run.onPublish), e.opts.relayArgs)}
+	res, err := e.drainRelay(ctx, conn, run, n, label, plan)
 	if err != nil {
 		return res, err
 	}
