@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -34,10 +35,14 @@ type publisher struct {
 	bk       *poller.Bookkeeper
 	markAcks bool
 	m        *metrics
+	log      *slog.Logger
+	// stores are the outbox tables' by name (outbox.Event.Table), for the rows of
+	// table-less events (message.go).
+	stores map[string]*poller.Store
 }
 
 func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
-	return &publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics}
+	return &publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics, log: r.log, stores: r.stores}
 }
 
 // inflight is one event between the sink and its settlement: all the per-event state
