@@ -18,6 +18,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/relay"
 )
 
 // emitTx emits n table-less events in one transaction and commits it (or rolls it
@@ -363,5 +364,64 @@ func TestEmitRestartLosesNothing(t *testing.T) {
 	t.Logf("%d events emitted, %d delivered more than once (across 3 stops)", len(all), repeated)
 	if repeatedConfirmed > 0 {
 		t.Errorf("%d events confirmed before the first stop were delivered again", repeatedConfirmed)
+	}
+}
+
+// With exactly-once delivery, table-less events are produced in the stream's Kafka
+// transactions: read_committed consumers see each healthy one once, one that
+// poisons a Kafka transaction gets a row for the poller (and ends a dead letter,
+// being too large for any producer), and a malformed message a dead-letter row.
+func TestExactlyOnceEmittedEvents(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
+	conn := testenv.Connect(t, dbURL)
+	startStreaming(t, dbURL, broker, "eo_emit", fastRetries, func(c *config) { c.Delivery = relay.ExactlyOnce })
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	ctx := context.Background()
+
+	healthy, _ := emitTx(t, conn, aggregates("eoe", 10), "before", 100, false)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poison := outbox.Event{AggregateType: "order", AggregateID: "poison", EventType: "huge",
+		Payload: []byte(`{"blob": "` + strings.Repeat("x", 1_500_000) + `"}`)}
+	if err := outbox.Emit(ctx, tx, &poison); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_logical_emit_message(true, $1, 'garbage'::bytea)", outbox.DefaultMessagePrefix); err != nil {
+		t.Fatal(err)
+	}
+	same := outbox.Event{AggregateType: "order", AggregateID: "same-tx", EventType: "healthy", Payload: []byte(`{}`)}
+	if err := outbox.Emit(ctx, tx, &same); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := emitTx(t, conn, aggregates("eoe", 10), "after", 100, false)
+	healthy = append(append(healthy, same), after...)
+
+	if !consumer.WaitDistinct(time.Minute, len(healthy)) {
+		t.Fatalf("healthy events: %d of %d", consumer.Distinct(), len(healthy))
+	}
+	testenv.WaitFor(t, time.Minute, "the poison event and the malformed message in outbox_dead_letters", func() bool {
+		var poisoned, malformed int
+		err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE id = $1), count(*) FILTER (WHERE event_type = 'malformed')
+			FROM outbox_dead_letters`, poison.ID).Scan(&poisoned, &malformed)
+		return err == nil && poisoned == 1 && malformed == 1
+	})
+	marker, _ := emitTx(t, conn, []string{"m"}, "marker", 1, false)
+	if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(marker[0].ID) > 0 }) {
+		t.Fatal("marker not delivered")
+	}
+	for _, ev := range healthy {
+		if n := consumer.Count(ev.ID); n != 1 {
+			t.Errorf("healthy event %s seen %d times", ev.ID, n)
+		}
+	}
+	if n := consumer.Count(poison.ID); n != 0 {
+		t.Errorf("the poison event was seen %d times", n)
 	}
 }
