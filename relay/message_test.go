@@ -126,6 +126,12 @@ func TestEmitPublishesOnce(t *testing.T) {
 	if r.Topic != "outbox.event.order" || string(r.Key) != "o-1" || !bytes.Equal(r.Value, full.Payload) {
 		t.Errorf("record topic %q key %q value %q; want outbox.event.order, o-1, %q", r.Topic, r.Key, r.Value, full.Payload)
 	}
+	for key, want := range map[string]string{"event_type": full.EventType, "aggregate_type": full.AggregateType,
+		"aggregate_id": full.AggregateID, "created_at": full.CreatedAt.Format(time.RFC3339Nano)} {
+		if got := testenv.Header(r, key); got != want {
+			t.Errorf("header %s = %q, want %q", key, got, want)
+		}
+	}
 	var rows int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events").Scan(&rows); err != nil {
 		t.Fatal(err)
