@@ -84,3 +84,25 @@ func TestDecodeMessageRejectsBadFraming(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeMessage is BenchmarkDecodeInsert's event as a table-less message.
+func BenchmarkDecodeMessage(b *testing.B) {
+	payload := `{"order_id":"ord-81723","customer_id":"cus-5521","total":{"amount":4200,"currency":"EUR"},` +
+		`"lines":[{"sku":"A-1","qty":2,"price":1500},{"sku":"B-7","qty":1,"price":1200}],"placed_at":"2026-11-29T19:31:48Z"}`
+	ev := outbox.Event{ID: "0b9f4a52-6d3e-4c1a-9a7e-2f6b1c0d8e11", AggregateType: "order", AggregateID: "ord-81723",
+		EventType: "order.created", Payload: []byte(payload), CreatedAt: time.Date(2026, 11, 29, 19, 31, 48, 0, time.UTC)}
+	msg := logicalMessage(true, outbox.DefaultMessagePrefix, outbox.MarshalMessage(&ev, ""))
+	d := decoder.New("public", "outbox_events", outbox.DefaultColumns())
+	d.DecodeMessages(outbox.DefaultMessagePrefix)
+	var m decoder.Message
+	if err := d.Decode(msg, &m); err != nil || string(m.Event.Payload) != payload {
+		b.Fatalf("decode: %v", err)
+	}
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(msg, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
