@@ -59,15 +59,18 @@ test-matrix: setup
 test-race: setup
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
 
-# bench: decoder cost per message, then WAL and throughput per --on-publish mode.
+# bench: decoder cost per message, then WAL and throughput per --on-publish mode and
+# for the table-less outbox against the table.
 bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
 	$(GO) test -run XXX -bench OnPublish -benchtime 20000x ./relay/
+	$(GO) test -run XXX -bench TablelessOutbox -benchtime 50000x ./relay/
 	$(GO) run ./internal/bench -out bench-results.json
 
 fuzz: setup
 	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decoder
 	$(GO) test -run XXX -fuzz FuzzConfigFile -fuzztime 60s ./cmd/walrelay
+	$(GO) test -run XXX -fuzz FuzzUnmarshalMessage -fuzztime 60s ./outbox
 
 # chaos: the long fault run (SIGKILLs, a PostgreSQL restart, a broker outage, a
 # terminated walsender under 5,000 events/s); soak: 1,000,000 rows and 1 GB in one
