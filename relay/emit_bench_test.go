@@ -149,4 +149,3 @@ func emitBatch(b *testing.B, conn *pgx.Conn, from, n int) {
 
 // newBenchID is a distinct UUID per event of the benchmark.
 func newBenchID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012x", i) }
-
