@@ -431,3 +431,50 @@ func TestExactlyOnceEmittedEvents(t *testing.T) {
 		t.Errorf("the poison event was seen %d times", n)
 	}
 }
+
+// A refused emitted event whose payload the outbox table cannot store (not JSON, for
+// a jsonb column) becomes a dead letter at once, the payload kept in base64, instead
+// of a row the poller could not be given.
+func TestEmitRefusedPayloadTheTableCannotHoldIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	refuse := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.binary", Err: kerr.InvalidRecord})
+	startStreaming(t, dbURL, broker, "emit_binary", fastRetries)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := outbox.Event{AggregateType: "binary", AggregateID: "b", EventType: "blob", Payload: []byte{0x00, 0xff, 'x'}}
+	if err := outbox.Emit(ctx, tx, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, end := emitTx(t, conn, []string{"after"}, "after", 3, false)
+	if !consumer.WaitDistinct(time.Minute, len(after)) {
+		t.Fatalf("delivered %d of %d", consumer.Distinct(), len(after))
+	}
+	testenv.WaitFor(t, time.Minute, "the slot to confirm past the events", func() bool {
+		return testenv.SlotLSN(t, conn, "emit_binary") >= end
+	})
+	if refuse.Hits() != 1 {
+		t.Fatalf("the broker refused %d produce requests, want 1", refuse.Hits())
+	}
+	var payload, lastError string
+	if err := conn.QueryRow(ctx, "SELECT payload->>'payload_base64', last_error FROM outbox_dead_letters WHERE id = $1",
+		raw.ID).Scan(&payload, &lastError); err != nil {
+		t.Fatalf("the refused event is not a dead letter: %v", err)
+	}
+	if payload != "AP94" || !strings.Contains(lastError, "INVALID_RECORD") || !strings.Contains(lastError, "cannot be stored") {
+		t.Errorf("dead letter payload_base64 %q (want AP94), last_error %q", payload, lastError)
+	}
+	if n := consumer.Count(raw.ID); n != 0 {
+		t.Errorf("the refused event was delivered %d times", n)
+	}
+}
