@@ -478,3 +478,63 @@ func TestEmitRefusedPayloadTheTableCannotHoldIsDeadLettered(t *testing.T) {
 		t.Errorf("the refused event was delivered %d times", n)
 	}
 }
+
+// With two outbox tables, an emitted event takes the topic template of the table its
+// Emitter names, and when refused it is handed to that table (a Debezium-shaped one,
+// without created_at) and published by its poller.
+func TestEmitToTheSecondTable(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	execSQL(t, conn, `CREATE SCHEMA tenant_b`)
+	debeziumTable(t, conn, "tenant_b.outbox")
+	refuse := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "tenant_b.flaky", Err: kerr.InvalidRecord})
+	startStreaming(t, dbURL, broker, "emit_two", fastRetries, func(c *config) {
+		c.Publication = "emit_two"
+		c.Tables = []relay.TableConfig{
+			{Table: "outbox_events", Columns: outbox.DefaultColumns(), TopicTemplate: "tenant_a.{aggregate_type}"},
+			{Table: "tenant_b.outbox", Columns: debeziumColumns, TopicTemplate: "tenant_b.{aggregate_type}"},
+		}
+	})
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `tenant_[ab]\..*`)
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := outbox.Event{AggregateType: "order", AggregateID: "a", EventType: "placed", Payload: []byte(`{}`)}
+	b := outbox.Event{AggregateType: "invoice", AggregateID: "b", EventType: "sent", Payload: []byte(`{}`)}
+	flaky := outbox.Event{AggregateType: "flaky", AggregateID: "f", EventType: "once", Payload: []byte(`{"n": 1}`)}
+	second := outbox.Emitter{Table: "tenant_b.outbox"}
+	for _, err := range []error{outbox.Emit(ctx, tx, &a), second.Emit(ctx, tx, &b), second.Emit(ctx, tx, &flaky)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !consumer.WaitFor(time.Minute, func() bool {
+		return consumer.Count(a.ID) > 0 && consumer.Count(b.ID) > 0 && consumer.Count(flaky.ID) > 0
+	}) {
+		t.Fatalf("delivered: a %d, b %d, flaky %d times", consumer.Count(a.ID), consumer.Count(b.ID), consumer.Count(flaky.ID))
+	}
+	if refuse.Hits() != 1 {
+		t.Fatalf("the broker refused %d produce requests, want 1", refuse.Hits())
+	}
+	for id, topic := range map[string]string{a.ID: "tenant_a.order", b.ID: "tenant_b.invoice", flaky.ID: "tenant_b.flaky"} {
+		if r := recordOf(consumer, id); r.Topic != topic {
+			t.Errorf("event %s on topic %s, want %s", id, r.Topic, topic)
+		}
+	}
+	var inA, inB int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox_events),
+		(SELECT count(*) FROM tenant_b.outbox WHERE id = $1 AND attempts = 1)`, flaky.ID).Scan(&inA, &inB); err != nil {
+		t.Fatal(err)
+	}
+	if inA != 0 || inB != 1 {
+		t.Errorf("rows: %d in outbox_events (want 0), refused event in tenant_b.outbox %d (want 1)", inA, inB)
+	}
+}
