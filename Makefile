@@ -68,7 +68,8 @@ bench: setup
 	$(GO) run ./internal/bench -out bench-results.json
 
 fuzz: setup
-	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decoder
+	$(GO) test -run XXX -fuzz '^FuzzDecode$$' -fuzztime 60s ./decoder
+	$(GO) test -run XXX -fuzz FuzzDecodeMessage -fuzztime 60s ./decoder
 	$(GO) test -run XXX -fuzz FuzzConfigFile -fuzztime 60s ./cmd/walrelay
 	$(GO) test -run XXX -fuzz FuzzUnmarshalMessage -fuzztime 60s ./outbox
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +106,39 @@ func BenchmarkDecodeMessage(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzDecodeMessage feeds arbitrary content, in a well-framed transactional message
+// with the events' prefix and as raw bytes, to a decoder that decodes messages. It
+// must never panic, every error must be a *DecodeError or *MessageError, and an
+// event must not alias the input.
+func FuzzDecodeMessage(f *testing.F) {
+	ev := outbox.Event{ID: "0b9f4a52-6d3e-4c1a-9a7e-2f6b1c0d8e11", AggregateType: "order", AggregateID: "o-1",
+		EventType: "order.created", Payload: []byte(`{}`), Headers: []outbox.Header{{Key: "k", Value: "v"}}}
+	f.Add(outbox.MarshalMessage(&ev, ""))
+	f.Add(outbox.MarshalMessage(&ev, "outbox_events"))
+	f.Add([]byte("heartbeat"))
+	f.Fuzz(func(t *testing.T, content []byte) {
+		d := decoder.New("public", "outbox_events", outbox.DefaultColumns())
+		d.DecodeMessages(outbox.DefaultMessagePrefix)
+		for _, data := range [][]byte{logicalMessage(true, outbox.DefaultMessagePrefix, content), append([]byte{'M'}, content...)} {
+			var m decoder.Message
+			err := d.Decode(data, &m)
+			var de *decoder.DecodeError
+			var me *decoder.MessageError
+			if err != nil && !errors.As(err, &de) && !errors.As(err, &me) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			if m.Kind != decoder.KindMessage {
+				continue
+			}
+			id, payload := strings.Clone(m.Event.ID), string(m.Event.Payload)
+			for i := range data {
+				data[i] ^= 0xff
+			}
+			if m.Event.ID != id || string(m.Event.Payload) != payload {
+				t.Fatal("the event aliases the input")
+			}
+		}
+	})
 }
