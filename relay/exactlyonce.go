@@ -168,7 +168,10 @@ func (p *exactlyOnce) drain(ctx context.Context) error {
 	if err := p.commit(); err != nil {
 		return err
 	}
-	return p.pub.bk.Wait(ctx)
+	if err := p.pub.bk.Wait(ctx); err != nil {
+		return err
+	}
+	return p.pub.waitInserts(ctx)
 }
 
 // openExactlyOnce prepares a session's transactional producer: it fences earlier

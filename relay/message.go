@@ -127,6 +127,9 @@ const deadLetterTimeout = 30 * time.Second
 func (p *publisher) insertDeadLetter(store *poller.Store, row *outbox.Event, reason error, txn *replication.Txn, size int, then func(error)) {
 	p.log.Error("table-less outbox event cannot be published; inserting it as a dead letter",
 		"event_id", row.ID, "table", store.Table(), "err", reason)
+	p.inserts.Lock()
+	p.inserts.n.Add(1)
+	p.inserts.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), deadLetterTimeout)
 		defer cancel()
@@ -135,7 +138,17 @@ func (p *publisher) insertDeadLetter(store *poller.Store, row *outbox.Event, rea
 			then(err)
 		}
 		txn.Done(size, err)
+		p.inserts.Lock()
+		p.inserts.n.Add(-1)
+		p.inserts.Unlock()
 	}()
+}
+
+// waitInserts waits until the dead-letter inserts under way are done, so that a
+// graceful stop settles them too.
+func (p *publisher) waitInserts(ctx context.Context) error {
+	_, err := p.inserts.n.Wait(ctx, &p.inserts)
+	return err
 }
 
 func (a atLeastOnce) message(ev outbox.Event, at position, txn *replication.Txn, size int) error {

@@ -117,10 +117,14 @@ func (a atLeastOnce) unmappable(row outbox.Event, reason error, at position, txn
 
 func (atLeastOnce) tick() error { return nil }
 
-// drain waits for the broker's acks, then for their bookkeeping.
+// drain waits for the broker's acks, then for their bookkeeping and the dead-letter
+// rows of table-less events.
 func (a atLeastOnce) drain(ctx context.Context) error {
 	if err := a.pub.sink.Flush(ctx); err != nil {
 		return err
 	}
-	return a.pub.bk.Wait(ctx)
+	if err := a.pub.bk.Wait(ctx); err != nil {
+		return err
+	}
+	return a.pub.waitInserts(ctx)
 }

@@ -3,10 +3,12 @@ package relay
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
@@ -39,6 +41,11 @@ type publisher struct {
 	// stores are the outbox tables' by name (outbox.Event.Table), for the rows of
 	// table-less events (message.go).
 	stores map[string]*poller.Store
+	// inserts counts the dead-letter rows of table-less events being inserted.
+	inserts struct {
+		sync.Mutex
+		n drain.Count
+	}
 }
 
 func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
