@@ -59,11 +59,13 @@ test-matrix: setup
 test-race: setup
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
 
-# bench: decoder cost per message, then the harness: the goals side by side, drain, latency,
-# modes and pgoutput options (BENCHMARKS.md).
+# bench: decoder cost per message, WAL and throughput per --on-publish mode and for the
+# table-less outbox against the table, then the harness: the goals side by side, drain,
+# latency, modes and pgoutput options (BENCHMARKS.md).
 bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
 	$(GO) test -run XXX -bench OnPublish -benchtime 20000x ./relay/
+	$(GO) test -run XXX -bench TablelessOutbox -benchtime 50000x ./relay/
 	$(GO) run ./internal/bench -out bench-results.json -md bench-results.md
 
 # bench-record: the harness at default sizes, its results kept under the date and commit
@@ -73,8 +75,10 @@ bench-record: setup
 	$(GO) run ./internal/bench -out internal/bench/results/$(BENCH_NAME).json -md internal/bench/results/$(BENCH_NAME).md
 
 fuzz: setup
-	$(GO) test -run XXX -fuzz FuzzDecode -fuzztime 60s ./decoder
+	$(GO) test -run XXX -fuzz '^FuzzDecode$$' -fuzztime 60s ./decoder
+	$(GO) test -run XXX -fuzz FuzzDecodeMessage -fuzztime 60s ./decoder
 	$(GO) test -run XXX -fuzz FuzzConfigFile -fuzztime 60s ./cmd/walrelay
+	$(GO) test -run XXX -fuzz FuzzUnmarshalMessage -fuzztime 60s ./outbox
 
 # chaos: the long fault run (SIGKILLs, a PostgreSQL restart, a broker outage, a
 # terminated walsender under 5,000 events/s); soak: 1,000,000 rows and 1 GB in one

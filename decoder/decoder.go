@@ -26,6 +26,14 @@ const (
 	// retry_after set once due, whoever inserted it, so nothing is lost
 	// (docs/design.md invariant 2). No other field of the Message is set.
 	KindHandedOver
+	// KindMessage is a transactional logical message with the decoder's prefix
+	// (DecodeMessages): a table-less outbox event, Message.Event and Message.Table
+	// filled. It sits between its transaction's Begin and Commit.
+	KindMessage
+	// KindOutsideMessage is a non-transactional logical message with the decoder's
+	// prefix: it is not part of any transaction, so it is no event. No other field
+	// of the Message is set.
+	KindOutsideMessage
 )
 
 func (k Kind) String() string {
@@ -42,6 +50,10 @@ func (k Kind) String() string {
 		return "relation"
 	case KindHandedOver:
 		return "handed-over"
+	case KindMessage:
+		return "message"
+	case KindOutsideMessage:
+		return "outside-message"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -76,6 +88,9 @@ type Decoder struct {
 	// tuple holds the spans of every column of the insert being decoded, for
 	// tables with placed columns.
 	tuple []span
+
+	messages bool   // decode logical messages with prefix (DecodeMessages)
+	prefix   string // of the logical messages that are events
 }
 
 // Table is one outbox table a decoder reads: where it is and what its columns are
@@ -119,7 +134,7 @@ func NewTables(tables []Table) *Decoder {
 //
 // Decode first resets m, so fields that do not belong to m.Kind are zero,
 // also when it returns an error. The strings and payload in m.Event never
-// alias data. Errors are *DecodeError, *SchemaError or *RowError.
+// alias data. Errors are *DecodeError, *SchemaError, *RowError or *MessageError.
 func (d *Decoder) Decode(data []byte, m *Message) error {
 	*m = Message{}
 	if len(data) == 0 {
@@ -134,9 +149,11 @@ func (d *Decoder) Decode(data []byte, m *Message) error {
 		return decodeCommit(data, m)
 	case 'R':
 		return d.decodeRelation(data, m)
-	case 'U', 'D', 'T', 'Y', 'O', 'M':
-		// Update, Delete, Truncate, Type, Origin and logical decoding
-		// Message: nothing in them concerns the relay.
+	case 'M':
+		return d.decodeMessage(data, m)
+	case 'U', 'D', 'T', 'Y', 'O':
+		// Update, Delete, Truncate, Type and Origin: nothing in them concerns
+		// the relay.
 		return nil
 	}
 	return unexpectedType(data[0])

@@ -11,7 +11,10 @@
 // that already belongs to the poller (retry_after set: walrelay's own
 // re-insert of a failed event), and KindSkip for everything else the relay
 // does not need (other tables, Update, Delete, Truncate, Type, Origin,
-// logical decoding messages). The decoder keeps the relation cache that
+// logical decoding messages). With [Decoder.DecodeMessages], a transactional
+// logical message with the given prefix is a table-less outbox event
+// (KindMessage, written by outbox.Emit), and one whose content is not an event
+// a [*MessageError]. The decoder keeps the relation cache that
 // pgoutput's Relation messages describe: which relation OID is the outbox
 // table and where its columns id, aggregate_type, aggregate_id, event_type,
 // payload and created_at sit, and retry_after when the table has it (any
@@ -23,13 +26,14 @@
 // # What it guarantees
 //
 //   - Decode never panics, whatever the bytes.
-//   - Every error is one of three types, told apart with errors.As:
+//   - Every error is one of four types, told apart with errors.As:
 //     [*DecodeError] for bytes that are not a well-formed v1 message (the
 //     stream is wrong: stop), [*SchemaError] when the outbox table lacks a
 //     required column (the operator must migrate: stop), [*RowError] for a
 //     well-formed row that cannot become an event (a required column NULL or
-//     created_at not a finite timestamp); the decoder stays usable after a
-//     RowError.
+//     created_at not a finite timestamp), [*MessageError] for a logical
+//     message with the events' prefix that is not an event; the decoder stays
+//     usable after a RowError or a MessageError.
 //   - Event fields never alias the input, so the caller may reuse its read
 //     buffer at once. The strings and payload of events are carved from 64 KiB
 //     slabs the decoder allocates, so decoding an insert costs no allocation of

@@ -105,6 +105,11 @@ type Config struct {
 	// would send nothing. 0 disables it.
 	HeartbeatInterval time.Duration
 
+	// MessagePrefix is the prefix of the transactional logical messages the stream
+	// publishes as events (the table-less outbox, outbox.Emit); empty: none. It
+	// needs PostgreSQL 14 or later.
+	MessagePrefix string
+
 	// Logger receives the relay's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// TracerProvider, when set, gets one producer span per event the stream
@@ -169,6 +174,7 @@ func DefaultConfig() Config {
 		Retention:         7 * 24 * time.Hour,
 		StatsInterval:     10 * time.Second,
 		StallTimeout:      5 * time.Minute,
+		MessagePrefix:     outbox.DefaultMessagePrefix,
 	}
 }
 
@@ -223,6 +229,12 @@ func (c *Config) validateNames() error {
 	}
 	if !tableName.MatchString(c.Publication) || len(c.Publication) > 63 {
 		p.add("publication %q is not a valid name", c.Publication)
+	}
+	switch {
+	case strings.ContainsRune(c.MessagePrefix, 0):
+		p.add("messages prefix %q contains a NUL byte", c.MessagePrefix)
+	case c.MessagePrefix == heartbeatPrefix:
+		p.add("messages prefix %q is the heartbeat's; choose another (default %s)", c.MessagePrefix, outbox.DefaultMessagePrefix)
 	}
 	return errors.Join(p...)
 }

@@ -51,7 +51,15 @@
 //     and its origin, which a new session reads back to skip what is committed when
 //     the origin is its own; read_committed consumers see each streamed event once.
 //
-// Not guaranteed: exactly-once for events the poller retries or the catch-up pass
+//   - Table-less events (outbox.Emit, Config.MessagePrefix): transactional logical
+//     messages with the prefix are published like rows, in their transaction's
+//     order, settled at the ack (there is no row to mark); a refused one becomes a
+//     row for the poller and a malformed one a dead-letter row, committed before the
+//     LSN passes them (message.go).
+//
+// Not guaranteed: a table-less event committed before the slot existed, or while a
+// lost slot was replaced, is not published (no row for the catch-up pass);
+// exactly-once for events the poller retries or the catch-up pass
 // publishes (at least once; consumers deduplicate by the id header); the order of
 // an event handed to the poller relative to later events of its aggregate.
 package relay

@@ -61,9 +61,10 @@ type exactlyOnce struct {
 }
 
 type eoPending struct {
-	ev   *outbox.Event
-	txn  *replication.Txn
-	size int
+	ev      *outbox.Event
+	txn     *replication.Txn
+	size    int
+	rowless bool // a table-less event: nothing to mark (message.go)
 }
 
 func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, size int) error {
@@ -128,6 +129,10 @@ func (p *exactlyOnce) commit() error {
 			continue
 		}
 		p.pub.m.published.Inc()
+		if b.rowless {
+			b.txn.Done(b.size, nil)
+			continue
+		}
 		p.pub.acked(poller.Outcome{Event: b.ev}, b.txn, b.size)
 	}
 	clear(p.batch)
@@ -138,17 +143,7 @@ func (p *exactlyOnce) commit() error {
 // leaveOut gives an event that is not produced to the poller (a failed attempt) or
 // the dead letters, and counts it until that is committed.
 func (p *exactlyOnce) leaveOut(o poller.Outcome, txn *replication.Txn, size int) {
-	p.left.Lock()
-	p.left.n.Add(1)
-	p.left.Unlock()
-	p.pub.record(o, txn, size, func(err error) {
-		p.left.Lock()
-		defer p.left.Unlock()
-		if err != nil && p.left.err == nil {
-			p.left.err = err
-		}
-		p.left.n.Add(-1)
-	})
+	p.leaveOutWith(func(then func(error)) { p.pub.record(o, txn, size, then) })
 }
 
 // waitLeftOut waits until every event left out so far is committed to the poller
@@ -173,7 +168,10 @@ func (p *exactlyOnce) drain(ctx context.Context) error {
 	if err := p.commit(); err != nil {
 		return err
 	}
-	return p.pub.bk.Wait(ctx)
+	if err := p.pub.bk.Wait(ctx); err != nil {
+		return err
+	}
+	return p.pub.waitInserts(ctx)
 }
 
 // openExactlyOnce prepares a session's transactional producer: it fences earlier

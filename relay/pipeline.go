@@ -25,6 +25,9 @@ type pipeline struct {
 	// tables are the decoder's, in its order (decoder.Message.Table). A table
 	// without a created_at column takes its transaction's commit time instead.
 	tables []table
+	// onOutsideMessage is told of each non-transactional message with the events'
+	// prefix (decoder.KindOutsideMessage), which is no event.
+	onOutsideMessage func()
 }
 
 // position is where an event sits in the stream: its transaction's commit LSN and
@@ -39,6 +42,11 @@ type position struct {
 type delivery interface {
 	// event publishes ev (or decides it needs no publishing) and settles it in txn.
 	event(ev outbox.Event, at position, txn *replication.Txn, size int) error
+	// message publishes a table-less outbox event (message.go) and settles it in txn.
+	message(ev outbox.Event, at position, txn *replication.Txn, size int) error
+	// malformedMessage dead-letters a message with the events' prefix that is no
+	// event, as row.
+	malformedMessage(row outbox.Event, reason *decoder.MessageError, at position, txn *replication.Txn)
 	// unmappable dead-letters a row the decoder could not turn into an event.
 	// row names the row: its ID and Table.
 	unmappable(row outbox.Event, reason error, at position, txn *replication.Txn)
@@ -50,6 +58,11 @@ type delivery interface {
 
 func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 	if err := p.dec.Decode(data, &p.msg); err != nil {
+		var msgErr *decoder.MessageError
+		if errors.As(err, &msgErr) {
+			p.malformed(msgErr)
+			return nil
+		}
 		var rowErr *decoder.RowError
 		if errors.As(err, &rowErr) && rowErr.ID != "" {
 			row := outbox.Event{ID: rowErr.ID}
@@ -74,6 +87,10 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		err := p.d.event(p.msg.Event, p.at, p.wm.Track(size), size)
 		p.at.idx++
 		return err
+	case decoder.KindMessage:
+		return p.message()
+	case decoder.KindOutsideMessage:
+		p.onOutsideMessage()
 	case decoder.KindCommit:
 		p.wm.Commit(p.msg.EndLSN)
 	}
@@ -100,10 +117,14 @@ func (a atLeastOnce) unmappable(row outbox.Event, reason error, at position, txn
 
 func (atLeastOnce) tick() error { return nil }
 
-// drain waits for the broker's acks, then for their bookkeeping.
+// drain waits for the broker's acks, then for their bookkeeping and the dead-letter
+// rows of table-less events.
 func (a atLeastOnce) drain(ctx context.Context) error {
 	if err := a.pub.sink.Flush(ctx); err != nil {
 		return err
 	}
-	return a.pub.bk.Wait(ctx)
+	if err := a.pub.bk.Wait(ctx); err != nil {
+		return err
+	}
+	return a.pub.waitInserts(ctx)
 }

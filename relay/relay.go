@@ -44,6 +44,8 @@ type Relay struct {
 	// Run; shape is the first one's.
 	tables []table
 	shape  outbox.Shape
+	// stores keep the books of the tables, by name (table.name).
+	stores map[string]*poller.Store
 }
 
 // table is one outbox table the relay streams.
@@ -130,6 +132,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	stores := make([]*poller.Store, len(r.tables))
 	for i, t := range r.tables {
 		stores[i] = poller.NewStore(pool, t.shape, r.cfg.Retry)
+	}
+	r.stores = make(map[string]*poller.Store, len(stores))
+	for i, t := range r.tables {
+		r.stores[t.name] = stores[i]
 	}
 	bk := poller.NewBookkeeperTables(stores, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
@@ -267,6 +273,9 @@ func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper
 	}
 }
 
+// heartbeatPrefix is the heartbeat message's prefix, never an event's.
+const heartbeatPrefix = "walrelay"
+
 // heartbeat writes a transactional logical message while nothing is in flight, so
 // that the server has something to stream and the slot advances.
 func (r *Relay) heartbeat(ctx context.Context, pool *pgxpool.Pool) error {
@@ -281,7 +290,7 @@ func (r *Relay) heartbeat(ctx context.Context, pool *pgxpool.Pool) error {
 		if events, _ := r.window.InFlight(); events > 0 {
 			continue
 		}
-		if _, err := pool.Exec(ctx, "SELECT pg_logical_emit_message(true, 'walrelay', 'heartbeat')"); err != nil && ctx.Err() == nil {
+		if _, err := pool.Exec(ctx, "SELECT pg_logical_emit_message(true, '"+heartbeatPrefix+"', 'heartbeat')"); err != nil && ctx.Err() == nil {
 			r.log.Warn("heartbeat failed", "err", err)
 		}
 	}

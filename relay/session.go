@@ -68,7 +68,11 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		defer closeTx()
 		d = eo
 	}
-	h := &pipeline{dec: decoder.NewTables(decTables), wm: wm, d: d, tables: r.tables}
+	dec := decoder.NewTables(decTables)
+	if r.cfg.MessagePrefix != "" {
+		dec.DecodeMessages(r.cfg.MessagePrefix)
+	}
+	h := &pipeline{dec: dec, wm: wm, d: d, tables: r.tables, onOutsideMessage: r.outsideMessage}
 	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "tables", r.tableNames(),
 		"from_lsn", start.String())
 	return rc.Stream(ctx, replication.StreamConfig{
@@ -87,5 +91,6 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 			r.metrics.lastConfirm.SetToCurrentTime()
 		},
 		BeforeConfirm: func(ctx context.Context) error { return watch.Check(ctx, conn) },
+		Messages:      r.cfg.MessagePrefix != "",
 	}, wm, h)
 }

@@ -2,11 +2,14 @@ package relay
 
 import (
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
@@ -36,10 +39,19 @@ type publisher struct {
 	markAcks bool
 	m        *metrics
 	tracer   *eventTracer // nil: tracing off
+	log      *slog.Logger
+	// stores are the outbox tables' by name (outbox.Event.Table), for the rows of
+	// table-less events (message.go).
+	stores map[string]*poller.Store
+	// inserts counts the dead-letter rows of table-less events being inserted.
+	inserts struct {
+		sync.Mutex
+		n drain.Count
+	}
 }
 
 func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
-	return &publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics,
+	return &publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics, log: r.log, stores: r.stores,
 		tracer: newEventTracer(r.cfg.TracerProvider, snk)}
 }
 

@@ -76,6 +76,9 @@ type SlotCreation struct {
 // ServerMajor is the server's major version (17 for 17.2).
 func (c *Conn) ServerMajor() int { return serverMajor(c.pg.ParameterStatus("server_version")) }
 
+// MessagesMajor is the first major version whose pgoutput streams logical messages.
+const MessagesMajor = 14
+
 // FailoverSlots is the first major version whose slots can be failover slots.
 const FailoverSlots = 17
 

@@ -44,6 +44,9 @@ type StreamConfig struct {
 	// BeforeConfirm, when set, is called before a status update would move the
 	// confirmed LSN; an error ends the session without confirming.
 	BeforeConfirm func(ctx context.Context) error
+	// Messages asks pgoutput for logical decoding messages too (messages 'true',
+	// PostgreSQL 14 and later): the table-less outbox's events.
+	Messages bool
 }
 
 // Stream starts replication from the slot's confirmed position and feeds h until ctx
@@ -53,9 +56,15 @@ type StreamConfig struct {
 // to the end of the open transaction, if any, drains h, sends the final confirmable
 // LSN and returns nil, all within ShutdownTimeout.
 func (c *Conn) Stream(ctx context.Context, cfg StreamConfig, wm *Watermark, h Handler) error {
-	err := pglogrepl.StartReplication(ctx, c.pg, cfg.Slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", cfg.Publication)},
-	})
+	args := []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", cfg.Publication)}
+	if cfg.Messages {
+		if major := c.ServerMajor(); major < MessagesMajor {
+			return setupErrorf("PostgreSQL %d cannot stream logical messages (PostgreSQL %d and later can); "+
+				"upgrade, or turn the table-less outbox off (--messages-prefix '')", major, MessagesMajor)
+		}
+		args = append(args, "messages 'true'")
+	}
+	err := pglogrepl.StartReplication(ctx, c.pg, cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
 		return fmt.Errorf("start replication on slot %s: %w", cfg.Slot, err)
 	}

@@ -29,7 +29,7 @@ CORE_RUNS=(
 	"./internal/pgcluster" '.'
 	"./cmd/walrelay" '^(TestGracefulStop|TestCrashLosesNothing|TestExactlyOnceSurvivesSIGKILL)$'
 	"./internal/chaos" '^(TestChaos|TestHugeTransactions)$'
-	"./relay" '^(TestExactlyOnce.*|TestLostSlotIsReplaced|TestHugeTransactionStreamsThrough|TestCleanServerRestartRepeats)$'
+	"./relay" '^(TestExactlyOnce.*|TestLostSlotIsReplaced|TestHugeTransactionStreamsThrough|TestCleanServerRestartRepeats|TestEmitPublishesOnce|TestEmitKeepsOrderWithRows)$'
 )
 
 # pg_dir is where the binaries live: .pg/ in the repository, or, when we are root and the

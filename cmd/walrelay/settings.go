@@ -115,6 +115,7 @@ func newSettings() *settings {
 		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),
 		dur("stall-timeout", "lag growing with no confirmed progress for this long marks the relay stalled", &c.StallTimeout),
 		dur("heartbeat-interval", "write a logical message this often while idle so the slot advances (0: off)", &c.HeartbeatInterval),
+		str("messages-prefix", "publish transactional logical messages with this prefix as events (outbox.Emit; PostgreSQL 14+; empty: off)", &c.MessagePrefix),
 		str("log-level", "debug, info, warn or error", &s.logLevel),
 		str("log-format", "json or text", &s.logFormat),
 	}
