@@ -96,7 +96,8 @@ func TestEmitPublishesOnce(t *testing.T) {
 	}
 	full := outbox.Event{AggregateType: "order", AggregateID: "o-1", EventType: "order.created",
 		Payload:   []byte("{\"total\":   42.50, \"z\": 1, \"a\": 2}\n"), // jsonb would reorder and trim this
-		CreatedAt: time.Date(2026, 12, 1, 9, 30, 0, 123456000, time.UTC)}
+		CreatedAt: time.Date(2026, 12, 1, 9, 30, 0, 123456000, time.UTC),
+		Headers:   []outbox.Header{{Key: "tenant", Value: "t-7"}, {Key: "traceparent", Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}}
 	if err := outbox.Emit(ctx, tx, &full); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,8 @@ func TestEmitPublishesOnce(t *testing.T) {
 		t.Errorf("record topic %q key %q value %q; want outbox.event.order, o-1, %q", r.Topic, r.Key, r.Value, full.Payload)
 	}
 	for key, want := range map[string]string{"event_type": full.EventType, "aggregate_type": full.AggregateType,
-		"aggregate_id": full.AggregateID, "created_at": full.CreatedAt.Format(time.RFC3339Nano)} {
+		"aggregate_id": full.AggregateID, "created_at": full.CreatedAt.Format(time.RFC3339Nano),
+		"tenant": "t-7", "traceparent": full.Headers[1].Value} {
 		if got := testenv.Header(r, key); got != want {
 			t.Errorf("header %s = %q, want %q", key, got, want)
 		}
