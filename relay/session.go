@@ -68,6 +68,14 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		defer closeTx()
 		d = eo
 	}
+	var rec *progress
+	if r.cfg.OnPublish == poller.Progress {
+		rec = r.newProgress(created)
+		recCtx, stopRec := context.WithCancel(ctx)
+		recDone := make(chan struct{})
+		go func() { rec.Run(recCtx, r.log.Warn); close(recDone) }()
+		defer func() { stopRec(); <-recDone }() // after Stream returned: its last confirmation is in
+	}
 	h := &pipeline{dec: decoder.NewTables(decTables), wm: wm, d: d, tables: r.tables}
 	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "tables", r.tableNames(),
 		"from_lsn", start.String())
@@ -85,6 +93,9 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		OnConfirm: func(lsn pglogrepl.LSN) {
 			r.metrics.confirmedLSN.Set(float64(lsn))
 			r.metrics.lastConfirm.SetToCurrentTime()
+			if rec != nil {
+				rec.confirmed(lsn)
+			}
 		},
 		BeforeConfirm: func(ctx context.Context) error { return watch.Check(ctx, conn) },
 	}, wm, h)
