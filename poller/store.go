@@ -255,7 +255,7 @@ func (s *Store) DeletePublished(ctx context.Context, olderThan time.Duration, ba
 	}
 	sql := "DELETE FROM " + s.table + " WHERE " + c.id + " IN (SELECT " + c.id + " FROM " + s.table +
 		" WHERE " + c.createdAt + " < " + cutoff + " AND processed_at IS NULL AND retry_after IS NULL AND dead_lettered_at IS NULL" +
-		" AND walrelay_full_xid(xmin) < (SELECT walrelay_horizon(" + quoteLiteral(s.table) + "::regclass)) LIMIT $2)"
+		" AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) < (SELECT walrelay_horizon(" + quoteLiteral(s.table) + "::regclass)) LIMIT $2)"
 	var total int64
 	for {
 		tag, err := s.pool.Exec(ctx, sql, olderThan.Seconds(), batchSize)

@@ -151,7 +151,7 @@ func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon ui
 		where += " AND " + c + " IS NULL"
 	}
 	if horizon > 0 {
-		where += " AND walrelay_full_xid(xmin) >= " + strconv.FormatUint(horizon, 10)
+		where += " AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) >= " + strconv.FormatUint(horizon, 10)
 	}
 	return "SELECT " + poller.EventColumns(shape) + " FROM " +
 		ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(shape), nil

@@ -17,7 +17,7 @@ import (
 // unpublished is the condition of a row of table not yet published, in any
 // --on-publish mode (what the <table>_pending view lists).
 func unpublished(table string) string {
-	return "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, (SELECT walrelay_horizon('" + table + "'::regclass)))"
+	return "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, (SELECT walrelay_horizon('" + table + "'::regclass)), (SELECT walrelay_next_xid()))"
 }
 
 // count runs a count query.

@@ -171,7 +171,7 @@ func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig, horizon
 	pending := "processed_at IS NULL"
 	if horizons {
 		pending = "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, (SELECT walrelay_horizon(" +
-			quoteLiteral(shape.Ident()) + "::regclass)))"
+			quoteLiteral(shape.Ident()) + "::regclass)), (SELECT walrelay_next_xid()))"
 	}
 	var oldest *float64
 	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),

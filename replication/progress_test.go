@@ -125,7 +125,7 @@ func TestHorizonExcludesOpenSubtransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var published bool
-	if err := conn.QueryRow(ctx, `SELECT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, $1)
+	if err := conn.QueryRow(ctx, `SELECT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, $1, (SELECT walrelay_next_xid()))
 		FROM outbox_events WHERE aggregate_id = 'sub'`, int64(c.XID)).Scan(&published); err != nil {
 		t.Fatal(err)
 	}

@@ -16,22 +16,31 @@ CREATE TABLE IF NOT EXISTS walrelay_progress (
 );
 
 -- +goose StatementBegin
--- The 64-bit xid of a row's 32-bit xmin: the one congruent to it in the window
--- [next - 3 * 2^30, next + 2^30), next being the next xid to be assigned. PostgreSQL
--- keeps every unfrozen xid within 2^31 of next, so the answer is exact for every row
--- not frozen; a frozen row older than 3 * 2^30 xids may come out too new, which makes
--- it look unpublished (published again after a slot loss), never the reverse.
-CREATE OR REPLACE FUNCTION walrelay_full_xid(x xid) RETURNS bigint
+-- The next xid to be assigned, as a number: what walrelay_full_xid widens against.
+-- Callers pass it as (SELECT walrelay_next_xid()), read once per statement.
+CREATE OR REPLACE FUNCTION walrelay_next_xid() RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT (pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1073741824)
-        - (((pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1073741824) - x::text::bigint)
-            % 4294967296 + 4294967296) % 4294967296
+    SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+-- The 64-bit xid of a row's 32-bit xmin: the one congruent to it in the window
+-- [next - 3 * 2^30, next + 2^30), computed with next written once, so that the
+-- planner inlines it with next a subquery run once. PostgreSQL keeps every unfrozen xid within 2^31 of
+-- the next one, so the answer is exact for every row not frozen; a frozen row older
+-- than 3 * 2^30 xids may come out too new, which makes it look unpublished
+-- (published again after a slot loss), never the reverse.
+CREATE OR REPLACE FUNCTION walrelay_full_xid(x xid, next bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT x::text::bigint + 4294967296 * ((next + 1073741824 + 4294967296 - x::text::bigint) / 4294967296 - 1)
 $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
 -- The published horizon of an outbox table: the lowest over the slots that stream it,
 -- so that a row counts as published only when every slot published it. NULL: none.
+-- Callers pass it as (SELECT walrelay_horizon(...)), read once per statement.
 CREATE OR REPLACE FUNCTION walrelay_horizon(tbl regclass) RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT min(published_xid::text::bigint) FROM walrelay_progress WHERE table_oid = tbl
@@ -41,18 +50,18 @@ $$;
 -- +goose StatementBegin
 -- Whether a row was published: marked, or inserted by a transaction below the horizon
 -- and neither handed to the poller nor dead-lettered since (either would have changed
--- its xmin and set one of those columns). Pass the horizon as (SELECT
--- walrelay_horizon(...)) so that it is read once per statement.
+-- its xmin and set one of those columns).
 CREATE OR REPLACE FUNCTION walrelay_published(row_xmin xid, processed_at timestamptz, retry_after timestamptz,
-    dead_lettered_at timestamptz, horizon bigint) RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    dead_lettered_at timestamptz, horizon bigint, next bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT processed_at IS NOT NULL OR (retry_after IS NULL AND dead_lettered_at IS NULL
-        AND walrelay_full_xid(row_xmin) < coalesce(horizon, 0))
+        AND walrelay_full_xid(row_xmin, next) < coalesce(horizon, 0))
 $$;
 -- +goose StatementEnd
 
 -- +goose Down
-DROP FUNCTION IF EXISTS walrelay_published(xid, timestamptz, timestamptz, timestamptz, bigint);
+DROP FUNCTION IF EXISTS walrelay_published(xid, timestamptz, timestamptz, timestamptz, bigint, bigint);
 DROP FUNCTION IF EXISTS walrelay_horizon(regclass);
-DROP FUNCTION IF EXISTS walrelay_full_xid(xid);
+DROP FUNCTION IF EXISTS walrelay_full_xid(xid, bigint);
+DROP FUNCTION IF EXISTS walrelay_next_xid();
 DROP TABLE IF EXISTS walrelay_progress;
