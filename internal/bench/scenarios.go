@@ -205,7 +205,7 @@ func (e *env) runModes(ctx context.Context) ([]modeResult, error) {
 	var out []modeResult
 	n := e.opts.modeEvents
 	for _, v := range []struct{ mode, onPublish string }{
-		{"stream", "mark"}, {"stream", "delete"}, {"stream", "none"}, {"poll", "mark"},
+		{"stream", "mark"}, {"stream", "delete"}, {"stream", "none"}, {"stream", "progress"}, {"poll", "mark"},
 	} {
 		label := v.mode + "-" + v.onPublish
 		db := "bench_" + v.mode + "_" + v.onPublish
