@@ -66,7 +66,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_stalled", Help: "1 when slot lag grows while the confirmed LSN has not moved for the stall timeout."}),
 		horizonRecorded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_published_horizon_timestamp_seconds",
-			Help: "Unix time the published horizon (--on-publish progress) last moved: rows committed before then and not handed over were published."}),
+			Help: "Unix time this relay last moved the published horizon (--on-publish progress) forward."}),
 		slotConfirmedLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_slot_confirmed_lag_bytes", Help: "WAL bytes between the server's position and the slot's confirmed_flush_lsn."}, []string{"slot"}),
 		slotRestartLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -13,16 +13,18 @@ import (
 )
 
 // progress records the published horizon of --on-publish progress for one
-// replication session (docs/design.md invariant 10): every interval it takes a
-// candidate (replication.TakeHorizon) and records the newest candidate whose LSN
-// the session has confirmed. Nothing is written per row, and nothing at all while
-// the horizon does not move.
+// replication session (docs/design.md invariant 10): every status interval it takes
+// a candidate (replication.TakeHorizon, a read), and every progress interval, and
+// once more when the session ends, it records the newest candidate whose LSN the
+// session has confirmed. Nothing is written per row, and nothing at all while the
+// horizon does not move.
 type progress struct {
 	pool        *pgxpool.Pool
 	slot        string
 	incarnation time.Time // walrelay_slots.created_at of the slot this session streams
 	tables      []string
-	every       time.Duration
+	sample      time.Duration // how often a candidate is taken
+	every       time.Duration // how often one is recorded
 	onRecord    func(replication.Published)
 
 	mu struct {
@@ -47,10 +49,15 @@ func (p *progress) confirmed(lsn pglogrepl.LSN) {
 // Run takes and records horizons until ctx ends, then records what the last
 // confirmation covers. An incarnation this relay no longer owns ends it quietly.
 func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
-	ticker := time.NewTicker(p.every)
+	ticker := time.NewTicker(min(p.sample, p.every))
 	defer ticker.Stop()
+	var lastRecord time.Time
 	for {
-		if err := p.record(ctx); errors.Is(err, replication.ErrNotSlotOwner) {
+		var err error
+		if time.Since(lastRecord) >= p.every {
+			err, lastRecord = p.record(ctx), time.Now()
+		}
+		if errors.Is(err, replication.ErrNotSlotOwner) {
 			log("not recording the published horizon: the slot is another instance's now", "slot", p.slot, "err", err)
 			return
 		} else if err != nil && ctx.Err() == nil {
@@ -129,6 +136,7 @@ func (p *progress) record(ctx context.Context) error {
 // newProgress is the published-horizon recorder of a session streaming the slot's
 // incarnation created at created.
 func (r *Relay) newProgress(created time.Time) *progress {
-	return &progress{pool: r.pool, slot: r.cfg.Slot, incarnation: created, tables: r.tableNames(), every: r.cfg.ProgressInterval,
+	return &progress{pool: r.pool, slot: r.cfg.Slot, incarnation: created, tables: r.tableNames(),
+		sample: r.cfg.StatusInterval, every: r.cfg.ProgressInterval,
 		onRecord: func(c replication.Published) { r.metrics.horizonRecorded.SetToCurrentTime() }}
 }

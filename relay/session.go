@@ -71,7 +71,8 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	var rec *progress
 	if r.cfg.OnPublish == poller.Progress {
 		rec = r.newProgress(created)
-		recCtx, stopRec := context.WithCancel(ctx)
+		// Stopped once Stream returned, not with ctx: its final confirmation comes after.
+		recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
 		recDone := make(chan struct{})
 		go func() { rec.Run(recCtx, r.log.Warn); close(recDone) }()
 		defer func() { stopRec(); <-recDone }() // after Stream returned: its last confirmation is in
