@@ -268,6 +268,9 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 	if err := planView(ctx, q, p, schema, view, oid, order); err != nil {
 		return nil, err
 	}
+	if err := planPendingView(ctx, q, p, schema, pendingViewName(name)); err != nil {
+		return nil, err
+	}
 	if err := planPublication(ctx, q, p, o.Publication, schema, name, partitioned); err != nil {
 		return nil, err
 	}
@@ -378,6 +381,49 @@ func planView(ctx context.Context, q pgx.Tx, p *plan, schema, view string, table
 		"rename it (ALTER VIEW %s RENAME TO ...) or drop it (DROP VIEW %s)", qualified, qualified)
 	return nil
 }
+
+// pendingViewName names the view of a table's rows not yet published: the article's
+// "processed_at IS NULL", whatever the --on-publish mode.
+func pendingViewName(name string) string {
+	const suffix = "_pending"
+	if len(name)+len(suffix) > 63 {
+		name = name[:63-len(suffix)]
+	}
+	return name + suffix
+}
+
+// planPendingView plans the view of the rows not yet published: not marked and not
+// covered by the published horizon (docs/design.md invariant 10). Dead letters and
+// rows handed to the poller are pending, as they are with processed_at IS NULL.
+//
+// It has no ORDER BY, so that counting it is one scan of the table, not a walk of an
+// index over every row.
+func planPendingView(ctx context.Context, q pgx.Tx, p *plan, schema, view string) error {
+	qualified := ident(schema, view)
+	sql := "CREATE VIEW " + qualified + " AS\nSELECT *\nFROM " + p.table +
+		"\nWHERE NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at,\n" +
+		"    (SELECT walrelay_horizon(" + quote(p.table) + "::regclass)), (SELECT walrelay_next_xid()))"
+	var kind, def string
+	err := q.QueryRow(ctx, `SELECT c.relkind::text, CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid, false) ELSE '' END
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2`, schema, view).Scan(&kind, &def)
+	if errors.Is(err, pgx.ErrNoRows) {
+		p.add(sql, "ACCESS SHARE", false)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up view %s: %w", view, err)
+	}
+	if kind == "v" && strings.Contains(def, "walrelay_published(") {
+		return nil
+	}
+	p.conflict(fmt.Sprintf("%s.%s exists and is not walrelay's view of the rows not yet published", schema, view),
+		"rename it (ALTER TABLE %s RENAME TO ...) or drop it", qualified)
+	return nil
+}
+
+// quote quotes s as an SQL string literal.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // viewIsWalrelays reports whether a view's definition (pg_get_viewdef, not pretty)
 // filters on exactly walrelay's dead-letter condition, whatever the qualifiers.

@@ -20,15 +20,21 @@ const (
 	// inserted again if its row is gone, and marked processed once the poller
 	// publishes it, since the row may be one the application kept.
 	None OnPublish = "none"
+	// Progress leaves the stream's rows alone too, and instead records, once per
+	// progress interval, a published horizon: an xid below which every transaction
+	// was published (docs/design.md invariant 10). A row is then published when it is
+	// marked or below the horizon; rows the poller or a catch-up pass publishes are
+	// still marked one by one. Stream mode only, where it is the default.
+	Progress OnPublish = "progress"
 )
 
 // ParseOnPublish checks a --on-publish value.
 func ParseOnPublish(s string) (OnPublish, error) {
 	switch o := OnPublish(s); o {
-	case Mark, Delete, None:
+	case Mark, Delete, None, Progress:
 		return o, nil
 	}
-	return "", fmt.Errorf("on-publish %q: want mark, delete or none", s)
+	return "", fmt.Errorf("on-publish %q: want progress, mark, delete or none", s)
 }
 
 // Policy is the retry policy for events handed over to the poller.

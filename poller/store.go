@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -152,6 +153,8 @@ func (s *Store) PublishedEarlier(ctx context.Context, q querier, mode OnPublish,
 //
 // None marks like Mark: only rows handed over to the poller get here in that mode,
 // and such a row may be one the application kept, which walrelay must not delete.
+// Progress marks like Mark too: only rows of the poller and of a catch-up pass get
+// here, which the published horizon does not cover.
 //
 // Marking checks the row count first and asks which rows are marked only when some
 // are missing: reading every id back cost the relay a tenth of its CPU.
@@ -163,7 +166,7 @@ func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []
 	var rows pgx.Rows
 	var err error
 	switch mode {
-	case Mark, None:
+	case Mark, None, Progress:
 		var tag pgconn.CommandTag
 		tag, err = q.Exec(ctx, "UPDATE "+s.table+" SET processed_at = now(), retry_after = NULL WHERE "+in, arr)
 		if err == nil && tag.RowsAffected() == int64(len(ids)) {
@@ -230,6 +233,44 @@ func (s *Store) DeleteProcessed(ctx context.Context, olderThan time.Duration, ba
 		}
 	}
 }
+
+// ErrNoCreationTime: the table has no creation time column, so retirement cannot
+// tell a row's age.
+var ErrNoCreationTime = errors.New("the outbox table has no creation time column: retire its published rows by partition or by hand")
+
+// DeletePublished retires rows created before the cutoff that the published horizon
+// covers (--on-publish progress, docs/design.md invariant 10): not marked, not handed
+// over, not dead letters, inserted below the lowest horizon of the slots that stream
+// the table. It deletes batchSize at a time, each batch found through the pending
+// index's creation time, and returns how many it deleted. Marked rows are
+// DeleteProcessed's.
+func (s *Store) DeletePublished(ctx context.Context, olderThan time.Duration, batchSize int) (int64, error) {
+	c := s.cols
+	if c.createdAt == "" {
+		return 0, ErrNoCreationTime
+	}
+	cutoff := "now() - make_interval(secs => $1::float8)"
+	if c.shape.CreatedAtType == "timestamp" {
+		cutoff = "((" + cutoff + ") AT TIME ZONE 'UTC')"
+	}
+	sql := "DELETE FROM " + s.table + " WHERE " + c.id + " IN (SELECT " + c.id + " FROM " + s.table +
+		" WHERE " + c.createdAt + " < " + cutoff + " AND processed_at IS NULL AND retry_after IS NULL AND dead_lettered_at IS NULL" +
+		" AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) < (SELECT walrelay_horizon(" + quoteLiteral(s.table) + "::regclass)) LIMIT $2)"
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, sql, olderThan.Seconds(), batchSize)
+		if err != nil {
+			return total, fmt.Errorf("delete published rows: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batchSize) {
+			return total, nil
+		}
+	}
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

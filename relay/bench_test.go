@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/kafka"
@@ -22,11 +24,87 @@ import (
 // bookkeeping's cost being the difference to "none". Run it alone (make bench): the
 // WAL position is the whole cluster's.
 func BenchmarkOnPublish(b *testing.B) {
-	for _, mode := range []poller.OnPublish{poller.None, poller.Mark, poller.Delete} {
+	for _, mode := range []poller.OnPublish{poller.None, poller.Progress, poller.Mark, poller.Delete} {
 		b.Run(string(mode), func(b *testing.B) {
 			benchStream(b, "bench_"+string(mode), func(c *relay.Config) { c.OnPublish = mode })
 		})
 	}
+}
+
+// BenchmarkRetirement reports the WAL of retiring b.N published rows with
+// --on-publish progress (poller.Store.DeletePublished, 10,000 rows a statement),
+// which comes on its own, long after the drain BenchmarkOnPublish measures.
+func BenchmarkRetirement(b *testing.B) {
+	ctx := context.Background()
+	dbURL := testenv.MigratedDatabase(b)
+	conn := testenv.Connect(b, dbURL)
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload, created_at)
+		SELECT 'order', 'agg-' || (g % 1000), 'order.created', jsonb_build_object('pad', repeat('x', 180)), now() - interval '8 days'
+		FROM generate_series(1, $1) g`, b.N); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ('bench_retire', now());
+		INSERT INTO walrelay_progress (slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn)
+		SELECT 'bench_retire', 'outbox_events'::regclass, created_at, pg_snapshot_xmin(pg_current_snapshot()), pg_current_wal_insert_lsn()
+		FROM walrelay_slots WHERE slot_name = 'bench_retire'`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) outbox_events"); err != nil {
+		b.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
+	b.ResetTimer()
+	before := testenv.CurrentLSN(b, conn)
+	n, err := store.DeletePublished(ctx, 7*24*time.Hour, 10000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if n != int64(b.N) {
+		b.Fatalf("retired %d of %d rows", n, b.N)
+	}
+	b.ReportMetric(float64(testenv.CurrentLSN(b, conn)-before)/float64(b.N), "WAL-B/row")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkStatusPending reports what counting the pending rows with the derived
+// rule of --on-publish progress costs (walrelay status, the pending view): one
+// count over a table of 200,000 rows below the horizon, b.N times.
+func BenchmarkStatusPending(b *testing.B) {
+	const rows = 200000
+	ctx := context.Background()
+	dbURL := testenv.MigratedDatabase(b)
+	conn := testenv.Connect(b, dbURL)
+	if _, err := conn.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		SELECT 'order', 'agg-' || (g % 1000), 'order.created', jsonb_build_object('pad', repeat('x', 180))
+		FROM generate_series(1, $1) g`, rows); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ('bench_status', now());
+		INSERT INTO walrelay_progress (slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn)
+		SELECT 'bench_status', 'outbox_events'::regclass, created_at, pg_snapshot_xmin(pg_current_snapshot()), pg_current_wal_insert_lsn()
+		FROM walrelay_slots WHERE slot_name = 'bench_status'`); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) outbox_events"); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		var pending int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events_pending").Scan(&pending); err != nil {
+			b.Fatal(err)
+		}
+		if pending != 0 {
+			b.Fatalf("%d pending, want 0", pending)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/rows, "ns/row")
 }
 
 // BenchmarkDelivery compares the stream's throughput with at-least-once and

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +31,7 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(created.SnapshotName, "'", "''")+"'"); err != nil {
 		return 0, errorf("import slot snapshot", err)
 	}
-	pub := r.publisher(snk, bk)
+	pub := r.passPublisher(snk, bk)
 	wm := replication.NewWatermark(r.window, 0)
 	wm.Begin()
 	n := 0
@@ -66,8 +67,21 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 }
 
 // catchUpTable publishes one table's pending rows in the pass, counting them in n.
+// Rows below the published horizon the slot's last incarnation recorded were
+// published by it (docs/design.md invariant 10) and are left out.
 func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publisher, wm *replication.Watermark, n *int) error {
-	query, err := catchUpQuery(ctx, tx, t.shape)
+	var horizon uint64
+	if r.horizons {
+		var err error
+		if horizon, err = replication.ReadPublished(ctx, tx, r.cfg.Slot, t.name); err != nil {
+			return err
+		}
+		if horizon > 0 {
+			r.log.Info("catch-up pass leaves out the rows below the published horizon the lost slot recorded",
+				"slot", r.cfg.Slot, "table", t.name, "published_xid", horizon)
+		}
+	}
+	query, err := catchUpQuery(ctx, tx, t.shape, horizon)
 	if err != nil {
 		return err
 	}
@@ -118,8 +132,9 @@ func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) erro
 }
 
 // catchUpQuery selects pending rows: not processed, dead-lettered or handed to the
-// poller, where the table has those bookkeeping columns.
-func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape) (string, error) {
+// poller, where the table has those bookkeeping columns, and not below the published
+// horizon (0: none).
+func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon uint64) (string, error) {
 	ident := shape.Ident()
 	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
@@ -134,6 +149,9 @@ func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape) (string, e
 	where := "true"
 	for _, c := range cols {
 		where += " AND " + c + " IS NULL"
+	}
+	if horizon > 0 {
+		where += " AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) >= " + strconv.FormatUint(horizon, 10)
 	}
 	return "SELECT " + poller.EventColumns(shape) + " FROM " +
 		ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(shape), nil

@@ -43,16 +43,18 @@ func execSQL(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
 	}
 }
 
-// waitMarked waits until the table has no unmarked row but the dead letters.
-func waitMarked(t *testing.T, conn *pgx.Conn, table string, want int) {
+// waitPublished waits until want rows of the table are published (marked, or below
+// the published horizon of --on-publish progress) and none is pending but the dead
+// letters.
+func waitPublished(t *testing.T, conn *pgx.Conn, table string, want int) {
 	t.Helper()
-	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("%d rows of %s marked processed", want, table), func() bool {
-		var marked, pending int
-		if err := conn.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE processed_at IS NOT NULL),
-				count(*) FILTER (WHERE processed_at IS NULL AND dead_lettered_at IS NULL) FROM `+table).Scan(&marked, &pending); err != nil {
+	testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("%d rows of %s published", want, table), func() bool {
+		var published, pending int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE NOT `+unpublished(table)+`),
+				count(*) FILTER (WHERE `+unpublished(table)+` AND dead_lettered_at IS NULL) FROM `+table).Scan(&published, &pending); err != nil {
 			t.Fatal(err)
 		}
-		return marked == want && pending == 0
+		return published == want && pending == 0
 	})
 }
 
@@ -176,7 +178,7 @@ func TestDebeziumTableShape(t *testing.T) {
 				w.ev.ID, created, w.notBefore, w.notAfter)
 		}
 	}
-	waitMarked(t, conn, "outbox", len(all))
+	waitPublished(t, conn, "outbox", len(all))
 
 	// walrelay status reads the same table through the mapping.
 	statusCfg := relay.DefaultConfig()
@@ -228,7 +230,7 @@ func TestDebeziumTableShapePollMode(t *testing.T) {
 		}
 		last[string(rec.Key)] = seq[id]
 	}
-	waitMarked(t, conn, "outbox", len(ids))
+	waitPublished(t, conn, "outbox", len(ids))
 }
 
 // Ids of type bigint and text, payloads of type text, bytea and json and created_at
@@ -325,7 +327,7 @@ func TestColumnTypes(t *testing.T) {
 				}
 			}
 			waitDeadLettered(t, conn, "ev", poisonID, 3)
-			waitMarked(t, conn, "ev", len(want))
+			waitPublished(t, conn, "ev", len(want))
 			if consumer.Count(poisonID) != 0 {
 				t.Errorf("poison event delivered")
 			}
@@ -430,7 +432,7 @@ func TestPartitionedOutbox(t *testing.T) {
 		}
 	}
 	waitDeadLettered(t, conn, "pev", poisonID, 3)
-	waitMarked(t, conn, "pev", len(ids))
+	waitPublished(t, conn, "pev", len(ids))
 	var rows int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pev").Scan(&rows); err != nil || rows != len(ids)+1 {
 		t.Errorf("pev holds %d rows (%v), want %d: the bookkeeping inserted copies", rows, err, len(ids)+1)

@@ -66,10 +66,15 @@ type Config struct {
 	// Mode is ModeStream (logical replication, the default) or ModePoll (the
 	// FOR UPDATE SKIP LOCKED poller alone, for databases that cannot replicate).
 	Mode Mode
-	// OnPublish is what happens to a row once its event was acked: poller.Mark
-	// (processed_at, the default), poller.Delete, or poller.None (the application
-	// deletes rows itself; stream mode only).
+	// OnPublish is what happens to a row once its event was acked: poller.Progress
+	// (nothing per row; a published horizon per ProgressInterval; stream mode only),
+	// poller.Mark (processed_at), poller.Delete, or poller.None (the application
+	// deletes rows itself; stream mode only). Empty: Progress in stream mode, Mark in
+	// poll mode.
 	OnPublish poller.OnPublish
+	// ProgressInterval is how often --on-publish progress takes a published horizon
+	// and records the newest one the confirmed LSN covers.
+	ProgressInterval time.Duration
 	// Retry is the policy for events that failed on their own: attempts, backoff,
 	// dead letters.
 	Retry poller.Policy
@@ -81,7 +86,7 @@ type Config struct {
 	// sink's own delivery timeout.
 	PublishTimeout time.Duration
 	// Retention is how long processed rows are kept before the background cleanup
-	// deletes them (with OnPublish mark). 0 disables the cleanup.
+	// deletes them (with OnPublish mark or progress), in batches. 0 disables it.
 	Retention time.Duration
 
 	// MetricsAddr, when set, serves /metrics, /healthz and /readyz there.
@@ -149,6 +154,18 @@ const (
 	ModePoll Mode = "poll"
 )
 
+// OnPublishMode is OnPublish, or the mode's default when it is empty: Progress in
+// stream mode, Mark in poll mode.
+func (c *Config) OnPublishMode() poller.OnPublish {
+	switch {
+	case c.OnPublish != "":
+		return c.OnPublish
+	case c.Mode == ModePoll:
+		return poller.Mark
+	}
+	return poller.Progress
+}
+
 // DefaultConfig returns the defaults the walrelay binary uses.
 func DefaultConfig() Config {
 	return Config{
@@ -166,7 +183,7 @@ func DefaultConfig() Config {
 		ReconnectMin:      500 * time.Millisecond,
 		ReconnectMax:      30 * time.Second,
 		Mode:              ModeStream,
-		OnPublish:         poller.Mark,
+		ProgressInterval:  time.Second,
 		Retry:             poller.DefaultPolicy(),
 		PollBatchSize:     100,
 		PollInterval:      time.Second,
@@ -257,7 +274,7 @@ func (c *Config) validateTimings() error {
 		{"status interval", c.StatusInterval}, {"keepalive interval", c.KeepaliveInterval},
 		{"shutdown timeout", c.ShutdownTimeout}, {"reconnect min", c.ReconnectMin}, {"reconnect max", c.ReconnectMax},
 		{"poll interval", c.PollInterval}, {"publish timeout", c.PublishTimeout},
-		{"stats interval", c.StatsInterval}, {"stall timeout", c.StallTimeout},
+		{"stats interval", c.StatsInterval}, {"stall timeout", c.StallTimeout}, {"progress interval", c.ProgressInterval},
 	} {
 		if d.v <= 0 {
 			p.add("%s must be positive, got %s", d.name, d.v)
@@ -293,10 +310,16 @@ func (c *Config) validateModes() error {
 	if c.Mode != ModeStream && c.Mode != ModePoll {
 		p.add("mode %q: want stream or poll", c.Mode)
 	}
-	if _, err := poller.ParseOnPublish(string(c.OnPublish)); err != nil {
+	_, err := poller.ParseOnPublish(string(c.OnPublish))
+	switch {
+	case c.OnPublish == "": // the mode's default (OnPublishMode)
+	case err != nil:
 		p.add("%w", err)
-	} else if c.Mode == ModePoll && c.OnPublish == poller.None {
+	case c.Mode == ModePoll && c.OnPublish == poller.None:
 		p.add("on-publish none needs mode stream: a poller must mark or delete what it published")
+	case c.Mode == ModePoll && c.OnPublish == poller.Progress:
+		p.add("on-publish progress needs mode stream: its horizon comes from the slot's confirmed LSN, and a " +
+			"poller marks every row it publishes; leave on-publish unset (mark in poll mode) or set mark or delete")
 	}
 	if err := c.Retry.Validate(); err != nil {
 		p.add("%w", err)

@@ -46,6 +46,11 @@
 //   - Bookkeeping before confirmation: with OnPublish mark or delete, an acked event
 //     counts as settled only once its row's update committed.
 //
+//   - Published without a write per row: with OnPublish progress (the stream's
+//     default) an acked event settles at once, and a published horizon, recorded once
+//     per ProgressInterval and only once the confirmed LSN covers it, says which rows
+//     were published; a lost slot's catch-up pass leaves those out.
+//
 //   - Exactly-once (Delivery ExactlyOnce, a sink.Transactional such as Kafka's): the
 //     stream's events are produced in transactions together with the stream position
 //     and its origin, which a new session reads back to skip what is committed when

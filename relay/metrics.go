@@ -22,6 +22,8 @@ type metrics struct {
 	reconnects    prometheus.Counter
 	slotsReplaced prometheus.Counter
 	stalled       prometheus.Gauge
+	// horizonRecorded is when --on-publish progress last recorded a published horizon.
+	horizonRecorded prometheus.Gauge
 
 	slotConfirmedLag *prometheus.GaugeVec
 	slotRestartLag   *prometheus.GaugeVec
@@ -62,6 +64,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_slots_replaced_total", Help: "Slots found lost or missing and created again (with a catch-up pass)."}),
 		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_stalled", Help: "1 when slot lag grows while the confirmed LSN has not moved for the stall timeout."}),
+		horizonRecorded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_published_horizon_timestamp_seconds",
+			Help: "Unix time this relay last moved the published horizon (--on-publish progress) forward."}),
 		slotConfirmedLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_slot_confirmed_lag_bytes", Help: "WAL bytes between the server's position and the slot's confirmed_flush_lsn."}, []string{"slot"}),
 		slotRestartLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -78,7 +83,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_table_dead_letters", Help: "Dead letters of each outbox table (walrelay_dead_letters is their sum)."}, []string{"table"}),
 	}
 	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.commitToAck, m.confirmedLSN,
-		m.lastConfirm, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
+		m.lastConfirm, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
 		m.slotWALStatus, m.slotActive, m.tableWaiting, m.tableDead,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "outbox_events_pending", Help: "Rows waiting for the poller plus events received and not yet acked.",

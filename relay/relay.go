@@ -46,6 +46,10 @@ type Relay struct {
 	shape  outbox.Shape
 	// stores keep the books of the tables, by name (table.name).
 	stores map[string]*poller.Store
+	pool   *pgxpool.Pool // opened by Run
+	// horizons: the database has walrelay_progress (migration 7), so that catch-up
+	// passes leave out rows a published horizon covers.
+	horizons bool
 }
 
 // table is one outbox table the relay streams.
@@ -65,6 +69,7 @@ func New(cfg Config) (*Relay, error) {
 	if err := errors.Join(cfg.Validate(), cfg.checkSink()); err != nil {
 		return nil, err
 	}
+	cfg.OnPublish = cfg.OnPublishMode()
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -106,6 +111,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
+	r.pool = pool
 
 	g, gctx := errgroup.WithContext(ctx)
 	if r.cfg.MetricsAddr != "" {
@@ -124,6 +130,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	// clear error rather than a chorus of failing background loops. Its shape, read
 	// once, is what every statement is built from.
 	if err := r.checkTable(ctx, pool); err != nil || ctx.Err() != nil {
+		return err
+	}
+	if err := r.checkProgressSchema(ctx, pool); err != nil {
 		return err
 	}
 
@@ -156,7 +165,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	for i := range r.tables {
 		pl := r.newPoller(pool, snk, &r.tables[i])
 		g.Go(func() error { return pl.Run(gctx) })
-		if r.cfg.OnPublish == poller.Mark && r.cfg.Retention > 0 {
+		if (r.cfg.OnPublish == poller.Mark || r.cfg.OnPublish == poller.Progress) && r.cfg.Retention > 0 {
 			g.Go(func() error { return r.cleanup(gctx, stores[i]) })
 		}
 	}
@@ -296,10 +305,16 @@ func (r *Relay) heartbeat(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 }
 
-// cleanup deletes processed rows older than the retention, in small batches.
+// retireBatch is how many published rows one statement of the progress mode's
+// retirement deletes: large, since nothing but the horizon decides.
+const retireBatch = 10000
+
+// cleanup deletes processed rows older than the retention, in small batches, and
+// with --on-publish progress the published ones too, in large batches.
 func (r *Relay) cleanup(ctx context.Context, store *poller.Store) error {
 	ticker := time.NewTicker(time.Minute)
 	defer ticker.Stop()
+	retire := r.cfg.OnPublish == poller.Progress
 	for {
 		n, err := store.DeleteProcessed(ctx, r.cfg.Retention, 1000)
 		switch {
@@ -309,6 +324,20 @@ func (r *Relay) cleanup(ctx context.Context, store *poller.Store) error {
 			r.log.Warn("cleanup of processed rows failed; will try again", "err", err)
 		case n > 0:
 			r.log.Info("deleted processed rows past retention", "rows", n, "retention", r.cfg.Retention.String())
+		}
+		if retire {
+			n, err := store.DeletePublished(ctx, r.cfg.Retention, retireBatch)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, poller.ErrNoCreationTime):
+				r.log.Warn("not retiring published rows past retention", "err", err)
+				retire = false
+			case err != nil:
+				r.log.Warn("retiring published rows failed; will try again", "err", err)
+			case n > 0:
+				r.log.Info("deleted published rows past retention", "rows", n, "retention", r.cfg.Retention.String())
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -403,6 +432,20 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 			return nil
 		}
 	}
+}
+
+// checkProgressSchema finds out whether the database keeps published horizons, which
+// --on-publish progress needs.
+func (r *Relay) checkProgressSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('walrelay_progress') IS NOT NULL AND to_regproc('walrelay_full_xid') IS NOT NULL").
+		Scan(&r.horizons); err != nil {
+		return errorf("look up walrelay_progress", err)
+	}
+	if !r.horizons && r.cfg.OnPublish == poller.Progress {
+		return &replication.SetupError{Msg: "--on-publish progress (the stream's default) records its published horizon in " +
+			"walrelay_progress, which this database lacks: run walrelay migrate, or set --on-publish mark"}
+	}
+	return nil
 }
 
 // tableNames lists the outbox tables, schema-qualified, for logs.

@@ -80,10 +80,10 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 	if attempts != 3 || !strings.Contains(lastError, "MESSAGE_TOO_LARGE") {
 		t.Errorf("dead letter: attempts %d (want 3), last_error %q (want MESSAGE_TOO_LARGE)", attempts, lastError)
 	}
-	// Marks commit just after the acks the consumer already saw.
-	waitFor(t, 30*time.Second, "every healthy row marked processed", func() bool {
+	// The published horizon follows the acks the consumer already saw.
+	waitFor(t, 30*time.Second, "every healthy row published", func() bool {
 		var pending int
-		if err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events WHERE processed_at IS NULL AND dead_lettered_at IS NULL").Scan(&pending); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events_pending WHERE dead_lettered_at IS NULL").Scan(&pending); err != nil {
 			t.Fatal(err)
 		}
 		return pending == 0

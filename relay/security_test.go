@@ -113,6 +113,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		"CREATE ROLE " + role + " LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE",
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_events TO " + role,
 		"GRANT SELECT, INSERT, UPDATE ON walrelay_slots TO " + role,
+		"GRANT SELECT, INSERT, UPDATE ON walrelay_progress TO " + role,
 	} {
 		if _, err := owner.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
@@ -131,9 +132,9 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	if !consumer.WaitDistinct(time.Minute, len(before)+len(after)) {
 		t.Fatalf("delivered %d of %d as a least-privilege role", consumer.Distinct(), len(before)+len(after))
 	}
-	waitFor(t, 30*time.Second, "rows marked processed by the least-privilege role", func() bool {
+	waitFor(t, 30*time.Second, "rows published by the least-privilege role", func() bool {
 		var pending int
-		if err := owner.QueryRow(ctx, "SELECT count(*) FROM outbox_events WHERE processed_at IS NULL").Scan(&pending); err != nil {
+		if err := owner.QueryRow(ctx, "SELECT count(*) FROM outbox_events_pending").Scan(&pending); err != nil {
 			t.Fatal(err)
 		}
 		return pending == 0

@@ -68,6 +68,15 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		defer closeTx()
 		d = eo
 	}
+	var rec *progress
+	if r.cfg.OnPublish == poller.Progress {
+		rec = r.newProgress(created)
+		// Stopped once Stream returned, not with ctx: its final confirmation comes after.
+		recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+		recDone := make(chan struct{})
+		go func() { rec.Run(recCtx, r.log.Warn); close(recDone) }()
+		defer func() { stopRec(); <-recDone }() // after Stream returned: its last confirmation is in
+	}
 	dec := decoder.NewTables(decTables)
 	if r.cfg.MessagePrefix != "" {
 		dec.DecodeMessages(r.cfg.MessagePrefix)
@@ -89,6 +98,9 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		OnConfirm: func(lsn pglogrepl.LSN) {
 			r.metrics.confirmedLSN.Set(float64(lsn))
 			r.metrics.lastConfirm.SetToCurrentTime()
+			if rec != nil {
+				rec.confirmed(lsn)
+			}
 		},
 		BeforeConfirm: func(ctx context.Context) error { return watch.Check(ctx, conn) },
 		Messages:      r.cfg.MessagePrefix != "",

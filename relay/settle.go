@@ -20,7 +20,7 @@ import (
 // here. An event is settled, and its transaction may be confirmed once all of its
 // events and every earlier transaction's are, when nothing more has to happen for it:
 //
-//	outcome                                  --on-publish none     mark / delete
+//	outcome                                  none / progress       mark / delete
 //	acked by the broker                      at the ack            when its row's mark committed
 //	refused for what it is (event error)     when its failed attempt is recorded for the poller
 //	a row the decoder cannot map             when its dead-letter record committed
@@ -50,8 +50,21 @@ type publisher struct {
 	}
 }
 
+// publisher is the stream's: with --on-publish progress its acked rows are covered
+// by the published horizon, not marked (docs/design.md invariant 10).
 func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
-	return &publisher{sink: snk, bk: bk, markAcks: r.cfg.OnPublish != poller.None, m: r.metrics, log: r.log, stores: r.stores,
+	marks := r.cfg.OnPublish != poller.None && r.cfg.OnPublish != poller.Progress
+	return r.newPublisher(snk, bk, marks)
+}
+
+// passPublisher is a catch-up pass's: its rows are marked also with --on-publish
+// progress, since no horizon of the new slot covers them until the pass is done.
+func (r *Relay) passPublisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
+	return r.newPublisher(snk, bk, r.cfg.OnPublish != poller.None)
+}
+
+func (r *Relay) newPublisher(snk sink.Sink, bk *poller.Bookkeeper, markAcks bool) *publisher {
+	return &publisher{sink: snk, bk: bk, markAcks: markAcks, m: r.metrics, log: r.log, stores: r.stores,
 		tracer: newEventTracer(r.cfg.TracerProvider, snk)}
 }
 

@@ -50,9 +50,9 @@ func TestBuiltInSinks(t *testing.T) {
 			for i := 0; i < 5; i++ {
 				n += len(testenv.WriteTx(t, conn, aggregates("bs", 5), "e", 20, false))
 			}
-			waitFor(t, time.Minute, "every row acked and marked", func() bool {
+			waitFor(t, time.Minute, "every row acked and published", func() bool {
 				var pending int
-				if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events WHERE processed_at IS NULL").Scan(&pending); err != nil {
+				if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events_pending").Scan(&pending); err != nil {
 					t.Fatal(err)
 				}
 				return pending == 0

@@ -78,6 +78,11 @@ func (r *Relay) slotReplaced(ctx context.Context, conn *pgx.Conn, why string) {
 	r.metrics.slotsReplaced.Inc()
 	msg := "replication slot lost; creating a new one and publishing every row not marked processed " +
 		"(some may be published again)"
+	if r.cfg.OnPublish == poller.Progress {
+		msg = "replication slot lost; creating a new one and publishing every row neither marked processed nor " +
+			"below the published horizon the lost slot recorded (the events of about the last progress interval " +
+			"may be published again)"
+	}
 	if r.cfg.OnPublish == poller.None {
 		msg = "replication slot lost; creating a new one. With --on-publish none the table does not say " +
 			"which rows were published: events committed while the slot was lost MAY BE LOST; " +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,9 @@ type Status struct {
 	// lost or missing and created it again, and why.
 	SlotReplacedAt     *time.Time `json:"slot_replaced_at,omitempty"`
 	SlotReplacedReason string     `json:"slot_replaced_reason,omitempty"`
+	// PublishedHorizonAt is when the slot's published horizon (--on-publish
+	// progress) last moved.
+	PublishedHorizonAt *time.Time `json:"published_horizon_at,omitempty"`
 	Problems           []string   `json:"problems"`
 	// Tables has a row per outbox table; PendingRows and DeadLetters above are their
 	// sums, OldestPendingAge their maximum.
@@ -114,8 +118,23 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		st.Problems = append(st.Problems, "publication "+cfg.Publication+" does not exist")
 	}
 
+	// Where the database keeps published horizons (migration 7), a row is pending
+	// when it is not published by the derived rule (docs/design.md invariant 10),
+	// which reads every row not marked: a scan of the table's unmarked rows.
+	var horizons bool
+	if err := conn.QueryRow(ctx, "SELECT to_regproc('walrelay_published') IS NOT NULL").Scan(&horizons); err != nil {
+		return nil, errorf("look up walrelay_published", err)
+	}
+	if horizons {
+		var at *time.Time
+		err := conn.QueryRow(ctx, "SELECT max(recorded_at) FROM walrelay_progress WHERE slot_name = $1", cfg.Slot).Scan(&at)
+		if err != nil {
+			return nil, errorf("read walrelay_progress", err)
+		}
+		st.PublishedHorizonAt = at
+	}
 	for _, t := range cfg.OutboxTables() {
-		ts, err := readTableStatus(ctx, conn, t)
+		ts, err := readTableStatus(ctx, conn, t, horizons)
 		if err != nil {
 			return nil, err
 		}
@@ -131,8 +150,9 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	return st, nil
 }
 
-// readTableStatus counts one outbox table's pending rows and dead letters.
-func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig) (TableStatus, error) {
+// readTableStatus counts one outbox table's pending rows and dead letters; with
+// horizons, rows the published horizon covers are not pending.
+func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig, horizons bool) (TableStatus, error) {
 	shape, err := replication.DescribeTable(ctx, conn, t.Table, t.Columns)
 	if err != nil {
 		return TableStatus{}, errorf("read outbox table "+t.Table, err)
@@ -148,11 +168,16 @@ func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig) (TableS
 	default:
 		created = pgx.Identifier{shape.Columns.CreatedAt}.Sanitize()
 	}
+	pending := "processed_at IS NULL"
+	if horizons {
+		pending = "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, (SELECT walrelay_horizon(" +
+			quoteLiteral(shape.Ident()) + "::regclass)), (SELECT walrelay_next_xid()))"
+	}
 	var oldest *float64
 	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),
 			count(*) FILTER (WHERE dead_lettered_at IS NOT NULL),
 			extract(epoch FROM now() - min(`+created+`) FILTER (WHERE dead_lettered_at IS NULL))::float8
-		FROM `+shape.Ident()+` WHERE processed_at IS NULL`).Scan(&ts.PendingRows, &ts.DeadLetters, &oldest)
+		FROM `+shape.Ident()+` WHERE `+pending).Scan(&ts.PendingRows, &ts.DeadLetters, &oldest)
 	if err != nil {
 		return TableStatus{}, errorf("read outbox table "+t.Table+" (run walrelay migrate?)", err)
 	}
@@ -161,6 +186,9 @@ func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig) (TableS
 	}
 	return ts, nil
 }
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func deref(s *string) string {
 	if s == nil {

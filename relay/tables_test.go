@@ -154,8 +154,8 @@ func twoTables(t *testing.T, delivery relay.Delivery) {
 	if consumer.Count(poisonID) != 0 {
 		t.Errorf("the poison event was delivered %d times", consumer.Count(poisonID))
 	}
-	waitMarked(t, conn, "outbox_events", len(inA))
-	waitMarked(t, conn, "tenant_b.outbox", len(inB))
+	waitPublished(t, conn, "outbox_events", len(inA))
+	waitPublished(t, conn, "tenant_b.outbox", len(inB))
 	testenv.WaitFor(t, time.Minute, "the poison event dead-lettered in tenant_b.outbox after 3 attempts", func() bool {
 		var attempts int
 		var dead bool
@@ -261,6 +261,6 @@ func TestTwoTablesPollMode(t *testing.T) {
 			t.Errorf("event %s on topic %s, delivered %d times; want once, on %q", id, rec.Topic, consumer.Count(id), want)
 		}
 	}
-	waitMarked(t, conn, "outbox_events", 10)
-	waitMarked(t, conn, "tenant_b.outbox", 10)
+	waitPublished(t, conn, "outbox_events", 10)
+	waitPublished(t, conn, "tenant_b.outbox", 10)
 }

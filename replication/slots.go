@@ -4,15 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrSlotRecreated: while this relay ran a slot's catch-up pass, another instance
 // created the slot again; the pass that counts is that instance's.
 var ErrSlotRecreated = errors.New("the slot was created again by another instance during this catch-up pass")
+
+// ErrNotSlotOwner: the slot's incarnation is not the one this relay streams (another
+// instance created the slot again), or its catch-up pass has not finished.
+var ErrNotSlotOwner = errors.New("this relay does not own the slot's current incarnation, or its catch-up pass has not finished")
 
 // RecordSlot records in walrelay_slots that the slot is being created and its
 // catch-up pass has not finished, and returns the creation time that identifies this
@@ -109,4 +116,85 @@ func readSlotRecord(ctx context.Context, conn *pgx.Conn, slot string, st *SlotSt
 		st.StreamedOn = Streamed{System: *system, Timeline: *timeline}
 	}
 	return nil
+}
+
+// TakeHorizon takes a candidate published horizon: the xmin of a snapshot, then the
+// WAL insert position. One statement, so the snapshot (taken when it starts) comes
+// first: a transaction below its xmin had left the ProcArray, after inserting its
+// commit record, so that record ends before the insert position read afterwards.
+// Once the confirmed LSN reaches that position, every such transaction was
+// published (docs/design.md invariant 10).
+func TakeHorizon(ctx context.Context, q execer) (Published, error) {
+	var xid int64
+	var lsn string
+	if err := q.QueryRow(ctx, "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, pg_current_wal_insert_lsn()::text").
+		Scan(&xid, &lsn); err != nil {
+		return Published{}, fmt.Errorf("take published horizon: %w", err)
+	}
+	at, err := pglogrepl.ParseLSN(lsn)
+	if err != nil {
+		return Published{}, fmt.Errorf("take published horizon: %w", err)
+	}
+	return Published{XID: uint64(xid), LSN: at}, nil
+}
+
+// Published is a published horizon: every transaction with an xid below XID had
+// finished, with its commit record before LSN, and the relay confirmed LSN.
+type Published struct {
+	XID uint64 // a full (64-bit) xid, pg_snapshot_xmin of the snapshot taken
+	LSN pglogrepl.LSN
+}
+
+// execer runs one statement; a *pgx.Conn and a *pgxpool.Pool both do.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// RecordPublished records p as the published horizon of the slot's tables
+// (schema-qualified names), for the slot's incarnation created at created, and
+// never lowers one already recorded. It fails with ErrSlotRecreated when that
+// incarnation is no longer the slot's, or its catch-up pass has not finished: a
+// deposed leader must not speak for a slot it no longer owns (docs/design.md
+// invariant 10).
+func RecordPublished(ctx context.Context, q execer, slot string, created time.Time, p Published, tables []string) error {
+	tag, err := q.Exec(ctx, `INSERT INTO walrelay_progress AS p
+			(slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn, recorded_at)
+		SELECT $1, t::regclass::oid, $2, $3::text::xid8, $4::text::pg_lsn, now() FROM unnest($5::text[]) t
+		WHERE EXISTS (SELECT 1 FROM walrelay_slots s
+			WHERE s.slot_name = $1 AND s.created_at = $2 AND s.catchup_done_at IS NOT NULL)
+		ON CONFLICT (slot_name, table_oid) DO UPDATE SET slot_created_at = EXCLUDED.slot_created_at,
+			published_xid = EXCLUDED.published_xid, confirmed_lsn = EXCLUDED.confirmed_lsn, recorded_at = EXCLUDED.recorded_at
+		WHERE p.published_xid < EXCLUDED.published_xid`,
+		slot, created, strconv.FormatUint(p.XID, 10), p.LSN.String(), tables)
+	if err != nil {
+		return fmt.Errorf("record published horizon of slot %s: %w", slot, err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var owner bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM walrelay_slots
+		WHERE slot_name = $1 AND created_at = $2 AND catchup_done_at IS NOT NULL)`, slot, created).Scan(&owner); err != nil {
+		return fmt.Errorf("record published horizon of slot %s: %w", slot, err)
+	}
+	if !owner {
+		return fmt.Errorf("record published horizon of slot %s: %w", slot, ErrNotSlotOwner)
+	}
+	return nil // already as far or further
+}
+
+// ReadPublished returns the slot's recorded published horizon of table (xid 0 when
+// none), through q: a catch-up pass reads it in the new slot's snapshot.
+func ReadPublished(ctx context.Context, q execer, slot, table string) (uint64, error) {
+	var xid *int64
+	err := q.QueryRow(ctx, `SELECT max(published_xid::text::bigint) FROM walrelay_progress
+		WHERE slot_name = $1 AND table_oid = $2::regclass`, slot, table).Scan(&xid)
+	if err != nil {
+		return 0, fmt.Errorf("read published horizon of slot %s: %w", slot, err)
+	}
+	if xid == nil {
+		return 0, nil
+	}
+	return uint64(*xid), nil
 }

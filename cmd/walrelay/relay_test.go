@@ -203,6 +203,7 @@ func TestCrashLosesNothing(t *testing.T) {
 	}
 	close(killed)
 	t.Logf("killed relay#1 with %d events consumed, %d committed", seenAtKill, writtenAtKill)
+	horizonAtKill := publishedHorizon(t, admin, slot)
 
 	second := startProc(t, "relay#2", env, args...)
 	select {
@@ -230,6 +231,18 @@ func TestCrashLosesNothing(t *testing.T) {
 	}) {
 		t.Errorf("not every committed event was delivered within 90s")
 	}
+	// The default, --on-publish progress: the killed relay's horizon stands, and
+	// the next one moves it on until nothing is pending.
+	testenv.WaitFor(t, 30*time.Second, "the pending view to empty", func() bool {
+		if h := publishedHorizon(t, admin, slot); h < horizonAtKill {
+			t.Fatalf("published horizon moved back from %d to %d", horizonAtKill, h)
+		}
+		var pending int
+		if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events_pending").Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		return pending == 0
+	})
 	second.stop(15 * time.Second)
 
 	// Nothing lost, nothing unknown.
@@ -329,4 +342,18 @@ func writeTx(ctx context.Context, conn *pgx.Conn, txn int, aggs []string) ([]out
 		return nil, err
 	}
 	return events, nil
+}
+
+// publishedHorizon is the slot's recorded published horizon (0: none yet).
+func publishedHorizon(t *testing.T, conn *pgx.Conn, slot string) int64 {
+	t.Helper()
+	var xid *int64
+	if err := conn.QueryRow(context.Background(), "SELECT max(published_xid::text::bigint) FROM walrelay_progress WHERE slot_name = $1",
+		slot).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if xid == nil {
+		return 0
+	}
+	return *xid
 }

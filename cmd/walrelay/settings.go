@@ -98,8 +98,11 @@ func newSettings() *settings {
 		str("progress-topic", "compacted Kafka topic where exactly-once delivery keeps the stream position", &b.Kafka.ProgressTopic),
 		{name: "mode", usage: "stream (logical replication) or poll (FOR UPDATE SKIP LOCKED, no replication needed)",
 			def: string(c.Mode), set: func(v string) error { c.Mode = relay.Mode(v); return nil }},
-		{name: "on-publish", usage: "after an ack: mark (set processed_at), delete, or none (the application deletes rows)",
+		{name: "on-publish", usage: "after an ack: progress (a published horizon per progress interval, no per-row write; " +
+			"stream mode), mark (set processed_at), delete, or none (the application deletes rows); " +
+			"empty: progress in stream mode, mark in poll mode",
 			def: string(c.OnPublish), set: func(v string) error { c.OnPublish = poller.OnPublish(v); return nil }},
+		dur("progress-interval", "how often on-publish progress takes and records its published horizon", &c.ProgressInterval),
 		num("max-attempts", "failed publishes before a row is a dead letter", &c.Retry.MaxAttempts),
 		dur("retry-backoff-min", "first wait before retrying a failed event (doubles each attempt)", &c.Retry.BackoffMin),
 		dur("retry-backoff-max", "longest wait between retries", &c.Retry.BackoffMax),
@@ -108,7 +111,7 @@ func newSettings() *settings {
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
-		dur("retention", "how long processed rows are kept (0: forever)", &c.Retention),
+		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
 		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address", def: "false", boolean: true,
 			set: func(v string) error { return parseBool(v, &c.Pprof) }},

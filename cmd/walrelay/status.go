@@ -75,6 +75,10 @@ func printStatus(cmd *cobra.Command, st *relay.Status) {
 	if st.SlotReplacedAt != nil {
 		fmt.Fprintf(tw, "slot replaced\t%s: %s\n", st.SlotReplacedAt.UTC().Format(time.RFC3339), st.SlotReplacedReason)
 	}
+	if st.PublishedHorizonAt != nil {
+		fmt.Fprintf(tw, "published horizon\t%s (%s ago)\n", st.PublishedHorizonAt.UTC().Format(time.RFC3339),
+			time.Since(*st.PublishedHorizonAt).Round(time.Millisecond))
+	}
 	fmt.Fprintf(tw, "publication\t%s (exists: %s)\n", st.Publication, yesNo[st.PublicationExists])
 	fmt.Fprintf(tw, "pending rows\t%d\n", st.PendingRows)
 	fmt.Fprintf(tw, "oldest pending\t%s\n", (time.Duration(st.OldestPendingAge * float64(time.Second))).Round(time.Second))

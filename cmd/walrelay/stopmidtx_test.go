@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -17,6 +19,13 @@ func TestGracefulStopMidTransactionRepeatsNothing(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.MigratedDatabase(t)
 	kafka := testenv.Kafka(t)
+	// Each produce request is answered 20ms late, as a real broker with acks=all takes
+	// its time: with the small window below, the transaction takes seconds to publish
+	// and the signal lands inside it, also when no bookkeeping slows the relay.
+	kafka.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kafka.SleepControl(func() { time.Sleep(20 * time.Millisecond) }) // broker latency
+		return nil, nil, false
+	})
 	brokers := kafka.ListenAddrs()
 	slot := slotName(t, "")
 	conn := testenv.Connect(t, dbURL)

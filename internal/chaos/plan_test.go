@@ -38,7 +38,7 @@ func TestBookkeepingAfterTinyTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	kafka := testenv.Kafka(t)
-	relay := newRelayRuns(t, relayEnv(dbURL, strings.Join(kafka.ListenAddrs(), ","), "plan"))
+	relay := newRelayRuns(t, relayEnv(dbURL, strings.Join(kafka.ListenAddrs(), ","), "plan", "WALRELAY_ON_PUBLISH=mark")) // the marks are what this tests
 	relay.start()
 	waitStreaming(t, db, "plan", relay, time.Minute)
 	consumer := testenv.NewConsumer(t, kafka.ListenAddrs(), `outbox\.event\..*`)

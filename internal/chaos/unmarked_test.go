@@ -43,7 +43,7 @@ func TestUnmarkedInvisibleCommit(t *testing.T) {
 	exec("ALTER DATABASE walrelay SET synchronous_commit = local")
 
 	kafka := testenv.Kafka(t)
-	relay := newRelayRuns(t, relayEnv(dbURL, strings.Join(kafka.ListenAddrs(), ","), "unmarked"))
+	relay := newRelayRuns(t, relayEnv(dbURL, strings.Join(kafka.ListenAddrs(), ","), "unmarked", "WALRELAY_ON_PUBLISH=mark")) // the marks are what this tests
 	relay.start()
 	waitStreaming(t, db, "unmarked", relay, time.Minute)
 	consumer := testenv.NewConsumer(t, kafka.ListenAddrs(), `outbox\.event\..*`)

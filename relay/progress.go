@@ -1,0 +1,142 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walrelay/walrelay/replication"
+)
+
+// progress records the published horizon of --on-publish progress for one
+// replication session (docs/design.md invariant 10): every status interval it takes
+// a candidate (replication.TakeHorizon, a read), and every progress interval, and
+// once more when the session ends, it records the newest candidate whose LSN the
+// session has confirmed. Nothing is written per row, and nothing at all while the
+// horizon does not move.
+type progress struct {
+	pool        *pgxpool.Pool
+	slot        string
+	incarnation time.Time // walrelay_slots.created_at of the slot this session streams
+	tables      []string
+	sample      time.Duration // how often a candidate is taken
+	every       time.Duration // how often one is recorded
+	onRecord    func(replication.Published)
+
+	mu struct {
+		sync.Mutex
+		confirmed  pglogrepl.LSN
+		candidates []replication.Published // oldest first
+	}
+	recorded uint64 // the xid last recorded; written by the Run goroutine only
+}
+
+// maxCandidates bounds the candidates kept while the confirmed LSN lags (a backlog):
+// when full, every other one is dropped, so the kept ones still span the lag.
+const maxCandidates = 64
+
+// confirmed takes the LSN the session just confirmed.
+func (p *progress) confirmed(lsn pglogrepl.LSN) {
+	p.mu.Lock()
+	p.mu.confirmed = max(p.mu.confirmed, lsn)
+	p.mu.Unlock()
+}
+
+// Run takes and records horizons until ctx ends, then records what the last
+// confirmation covers. An incarnation this relay no longer owns ends it quietly.
+func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
+	ticker := time.NewTicker(min(p.sample, p.every))
+	defer ticker.Stop()
+	var lastRecord time.Time
+	for {
+		var err error
+		if time.Since(lastRecord) >= p.every {
+			err, lastRecord = p.record(ctx), time.Now()
+		}
+		if errors.Is(err, replication.ErrNotSlotOwner) {
+			log("not recording the published horizon: the slot is another instance's now", "slot", p.slot, "err", err)
+			return
+		} else if err != nil && ctx.Err() == nil {
+			log("recording the published horizon failed; will try again", "slot", p.slot, "err", err)
+		}
+		if ctx.Err() != nil {
+			// The stream's final confirmation comes as it stops: record what it covers.
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = p.record(final)
+			cancel()
+			return
+		}
+		if c, err := replication.TakeHorizon(ctx, p.pool); err == nil {
+			p.add(c)
+		} else if ctx.Err() == nil {
+			log("taking a published horizon failed; will try again", "slot", p.slot, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-ticker.C:
+		}
+	}
+}
+
+// add keeps a candidate, thinning the list when it is full.
+func (p *progress) add(c replication.Published) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.mu.candidates); n > 0 && p.mu.candidates[n-1].XID == c.XID {
+		return // no transaction finished since: nothing new to say
+	}
+	if len(p.mu.candidates) == maxCandidates {
+		kept := p.mu.candidates[:0]
+		for i, k := range p.mu.candidates {
+			if i%2 == 1 {
+				kept = append(kept, k)
+			}
+		}
+		p.mu.candidates = kept
+	}
+	p.mu.candidates = append(p.mu.candidates, c)
+}
+
+// covered removes and returns the newest candidate the confirmed LSN covers.
+func (p *progress) covered() (replication.Published, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := 0
+	for i < len(p.mu.candidates) && p.mu.candidates[i].LSN <= p.mu.confirmed {
+		i++
+	}
+	if i == 0 {
+		return replication.Published{}, false
+	}
+	c := p.mu.candidates[i-1]
+	p.mu.candidates = append(p.mu.candidates[:0], p.mu.candidates[i:]...)
+	return c, true
+}
+
+// record writes the newest covered candidate, when it moves the horizon.
+func (p *progress) record(ctx context.Context) error {
+	c, ok := p.covered()
+	if !ok || c.XID <= p.recorded {
+		return nil
+	}
+	if err := replication.RecordPublished(ctx, p.pool, p.slot, p.incarnation, c, p.tables); err != nil {
+		return err
+	}
+	p.recorded = c.XID
+	if p.onRecord != nil {
+		p.onRecord(c)
+	}
+	return nil
+}
+
+// newProgress is the published-horizon recorder of a session streaming the slot's
+// incarnation created at created.
+func (r *Relay) newProgress(created time.Time) *progress {
+	return &progress{pool: r.pool, slot: r.cfg.Slot, incarnation: created, tables: r.tableNames(),
+		sample: r.cfg.StatusInterval, every: r.cfg.ProgressInterval,
+		onRecord: func(c replication.Published) { r.metrics.horizonRecorded.SetToCurrentTime() }}
+}
