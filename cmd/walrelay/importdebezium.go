@@ -246,8 +246,8 @@ func convertDebezium(props map[string]string) string {
 		b.WriteString("# kafka-brokers: not in the connector configuration; set the brokers of the Kafka Connect worker\n" +
 			"# (its bootstrap.servers) here or in WALRELAY_KAFKA_BROKERS\n")
 	}
-	b.WriteString("# Debezium never changes the outbox table; mark or delete let walrelay clean it up.\n")
-	line(&b, "on-publish", "none")
+	b.WriteString("# Like Debezium, progress writes nothing per published row; retention lets walrelay delete old ones.\n")
+	line(&b, "on-publish", "progress")
 
 	// Outbox router.
 	router := ""
