@@ -36,6 +36,11 @@ type Config struct {
 	Policy    Policy
 	// BatchSize rows are locked and published per transaction.
 	BatchSize int
+	// Workers is how many batches Run keeps under way at once, each in a transaction
+	// of its own (0 or 1: one). While one batch waits for its acks, the next is
+	// selected and published: SKIP LOCKED keeps them apart, and the earlier-row check
+	// keeps an aggregate's later rows back while an earlier one is in another batch.
+	Workers int
 	// Interval is the fallback poll interval; NOTIFY wakes a poll-only poller sooner.
 	Interval time.Duration
 	// PublishTimeout bounds the wait for a batch's acks.
@@ -137,18 +142,32 @@ func selectQuery(shape outbox.Shape, pollOnly bool) string {
 	ORDER BY ` + order
 }
 
-// Run polls until ctx ends: whole batches back to back while there is work, then
-// it waits for a notification or the interval.
+// Run polls until ctx ends with Workers loops, each running whole batches back to
+// back while there is work, then waiting for a notification or the interval.
 func (p *Poller) Run(ctx context.Context) error {
-	wake := make(chan struct{}, 1)
-	if p.cfg.PollOnly {
-		go p.listen(ctx, wake)
+	wakes := make([]chan struct{}, max(p.cfg.Workers, 1))
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
 	}
+	if p.cfg.PollOnly {
+		go p.listen(ctx, wakes)
+	}
+	var wg sync.WaitGroup
+	for _, wake := range wakes {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.loop(ctx, wake) }()
+	}
+	wg.Wait()
+	return nil
+}
+
+// loop is one worker of Run.
+func (p *Poller) loop(ctx context.Context, wake <-chan struct{}) {
 	retry := backoff.New(p.cfg.Interval, 30*time.Second)
 	for {
 		res, err := p.Poll(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if err != nil && p.cfg.OnError != nil {
 			p.cfg.OnError(err)
@@ -169,7 +188,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil
+			return
 		case <-wake:
 		case <-timer.C:
 		}
@@ -177,9 +196,9 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 }
 
-// listen wakes the poller on each NOTIFY; without the trigger it simply never fires,
-// and the interval does the work.
-func (p *Poller) listen(ctx context.Context, wake chan<- struct{}) {
+// listen wakes every worker on each NOTIFY; without the trigger it simply never
+// fires, and the interval does the work.
+func (p *Poller) listen(ctx context.Context, wakes []chan struct{}) {
 	for ctx.Err() == nil {
 		conn, err := p.pool.Acquire(ctx)
 		if err != nil {
@@ -189,10 +208,12 @@ func (p *Poller) listen(ctx context.Context, wake chan<- struct{}) {
 		_, err = conn.Exec(ctx, "LISTEN "+NotifyChannel)
 		for err == nil {
 			_, err = conn.Conn().WaitForNotification(ctx)
-			if err == nil {
-				select {
-				case wake <- struct{}{}:
-				default:
+			for _, wake := range wakes {
+				if err == nil {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
 				}
 			}
 		}

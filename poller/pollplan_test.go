@@ -72,3 +72,61 @@ func TestPollOnlyLargeBatchProbesEarlierRows(t *testing.T) {
 		t.Errorf("the poll selected %d rows, want 1000", n)
 	}
 }
+
+// A row is not due while a transaction older than its own is still running: that
+// transaction may write an earlier event of the same aggregate, which commits later.
+// Once it commits, its row comes first.
+func TestPollOnlyWaitsForOlderTransactions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dbURL := testenv.MigratedDatabase(t)
+	long, writer, poll := testenv.Connect(t, dbURL), testenv.Connect(t, dbURL), testenv.Connect(t, dbURL)
+	insert := `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		VALUES ('order', $1, $2, '{}')`
+	older, err := long.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Rollback(ctx)
+	if _, err := older.Exec(ctx, insert, "x", "first"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][2]string{{"x", "second"}, {"y", "other"}} {
+		if _, err := writer.Exec(ctx, insert, r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	query := poller.SelectQuery(outbox.DefaultShape("outbox_events"), true)
+	due := func() []string {
+		tx, err := poll.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		rows, err := tx.Query(ctx, query, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for rows.Next() {
+			v, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			types = append(types, v[3].(string))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return types
+	}
+	if got := due(); len(got) != 0 {
+		t.Fatalf("while an older transaction runs, the poll selected %v; want nothing", got)
+	}
+	if err := older.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(due(), ","); got != "first,second,other" {
+		t.Fatalf("after the older transaction committed, the poll selected %s; want first,second,other", got)
+	}
+}

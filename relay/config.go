@@ -75,6 +75,9 @@ type Config struct {
 	Retry poller.Policy
 	// PollBatchSize rows are locked and published per poll transaction.
 	PollBatchSize int
+	// PollWorkers is how many poll transactions each table's poller keeps under way
+	// at once in poll mode (poller.Config.Workers); stream mode's poller runs one.
+	PollWorkers int
 	// PollInterval is the poller's fallback interval (NOTIFY wakes it sooner in poll mode).
 	PollInterval time.Duration
 	// PublishTimeout bounds the poller's wait for a batch's acks; keep it above the
@@ -169,6 +172,7 @@ func DefaultConfig() Config {
 		OnPublish:         poller.Mark,
 		Retry:             poller.DefaultPolicy(),
 		PollBatchSize:     100,
+		PollWorkers:       1,
 		PollInterval:      time.Second,
 		PublishTimeout:    2*time.Minute + 10*time.Second,
 		Retention:         7 * 24 * time.Hour,
@@ -277,6 +281,9 @@ func (c *Config) validateTimings() error {
 	}
 	if c.PollBatchSize <= 0 {
 		p.add("poll batch size must be positive, got %d", c.PollBatchSize)
+	}
+	if c.PollWorkers <= 0 {
+		p.add("poll workers must be positive, got %d", c.PollWorkers)
 	}
 	if c.Retention < 0 || c.HeartbeatInterval < 0 {
 		p.add("retention and heartbeat interval must not be negative")

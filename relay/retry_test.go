@@ -164,8 +164,8 @@ func assertNothingHandedOver(t *testing.T, conn *pgx.Conn) {
 	}
 }
 
-// Poll-only mode: four relays poll one table while a writer commits; every row is
-// delivered once, in commit order per aggregate.
+// Poll-only mode: four relays of three workers each poll one table while a writer
+// commits; every row is delivered once, in commit order per aggregate.
 func TestPollModeConcurrentPollers(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.MigratedDatabase(t)
@@ -177,6 +177,7 @@ func TestPollModeConcurrentPollers(t *testing.T) {
 		start(t, dbURL, broker, "unused", func(c *config) {
 			c.Mode = relay.ModePoll
 			c.PollBatchSize = 50
+			c.PollWorkers = 3
 			c.PollInterval = 200 * time.Millisecond
 		})
 	}

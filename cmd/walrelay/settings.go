@@ -107,6 +107,7 @@ func newSettings() *settings {
 		num("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
+		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long processed rows are kept (0: forever)", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
