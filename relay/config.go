@@ -142,6 +142,21 @@ func (c *Config) OutboxTables() []TableConfig {
 	return []TableConfig{{Table: c.Table, Columns: c.Columns}}
 }
 
+// pollWorkers is how many poll transactions each table's poller runs at once: one
+// in stream mode, where it only retries handed-over rows.
+func (c *Config) pollWorkers() int {
+	if c.Mode == ModePoll {
+		return c.PollWorkers
+	}
+	return 1
+}
+
+// PollInFlight is the most events the pollers have handed to the sink at once, which
+// the sink's client must buffer without blocking (sinks.Window.PollBatch).
+func (c *Config) PollInFlight() int {
+	return c.PollBatchSize * c.pollWorkers() * len(c.OutboxTables())
+}
+
 // Mode selects how new rows are found.
 type Mode string
 

@@ -180,10 +180,7 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	// mode another for LISTEN: with several tables or workers the default pool (4 or
 	// the CPU count) could leave the bookkeeping waiting. A pool_max_conns in the URL
 	// is left as it is.
-	workers := 1
-	if r.cfg.Mode == ModePoll {
-		workers = r.cfg.PollWorkers
-	}
+	workers := r.cfg.pollWorkers()
 	if n := len(r.cfg.OutboxTables()); (n > 1 || workers > 1) && !strings.Contains(r.cfg.DatabaseURL, "pool_max_conns") {
 		poolCfg.MaxConns = max(poolCfg.MaxConns, int32((workers+1)*n+3))
 	}
@@ -198,13 +195,9 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 // mode, where its batches say whether the relay is active.
 func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.Poller {
 	pollMode := r.cfg.Mode == ModePoll
-	workers := 1
-	if pollMode {
-		workers = r.cfg.PollWorkers
-	}
 	return poller.New(pool, snk, poller.Config{
 		Shape: t.shape, TopicTemplate: t.TopicTemplate, Table: t.name, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
-		BatchSize: r.cfg.PollBatchSize, Workers: workers, Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
+		BatchSize: r.cfg.PollBatchSize, Workers: r.cfg.pollWorkers(), Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
 		Logger: r.log,
 		OnBatch: func(res poller.BatchResult) {
 			if pollMode {

@@ -390,7 +390,7 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 		return cfg, err
 	}
 	snk, err := sinks.Open(ctx, s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
-		PollBatch: cfg.PollBatchSize}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
+		PollBatch: cfg.PollInFlight()}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
 	cfg.Sink = snk
 	return cfg, err
 }
