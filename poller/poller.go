@@ -155,14 +155,16 @@ func (p *Poller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, wake := range wakes {
 		wg.Add(1)
-		go func() { defer wg.Done(); p.loop(ctx, wake) }()
+		go func() { defer wg.Done(); p.loop(ctx, wake, wakes) }()
 	}
 	wg.Wait()
 	return nil
 }
 
-// loop is one worker of Run.
-func (p *Poller) loop(ctx context.Context, wake <-chan struct{}) {
+// loop is one worker of Run. A worker that settled rows wakes the others: rows it
+// held may have kept their aggregates' later rows from them (a worker that found
+// its candidates held back waits), and those are due now.
+func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan struct{}) {
 	retry := backoff.New(p.cfg.Interval, 30*time.Second)
 	for {
 		res, err := p.Poll(ctx)
@@ -173,6 +175,9 @@ func (p *Poller) loop(ctx context.Context, wake <-chan struct{}) {
 			p.cfg.OnError(err)
 		} else if err == nil && p.cfg.OnBatch != nil {
 			p.cfg.OnBatch(res)
+		}
+		if err == nil && res.Published+len(res.FailedEventTypes) > 0 {
+			wakeAll(all)
 		}
 		delay := p.cfg.Interval
 		switch {
@@ -208,13 +213,8 @@ func (p *Poller) listen(ctx context.Context, wakes []chan struct{}) {
 		_, err = conn.Exec(ctx, "LISTEN "+NotifyChannel)
 		for err == nil {
 			_, err = conn.Conn().WaitForNotification(ctx)
-			for _, wake := range wakes {
-				if err == nil {
-					select {
-					case wake <- struct{}{}:
-					default:
-					}
-				}
+			if err == nil {
+				wakeAll(wakes)
 			}
 		}
 		conn.Release()
@@ -341,6 +341,17 @@ func (p *Poller) publish(ctx context.Context, batch []dueRow) ([]error, error) {
 		return nil, fmt.Errorf("wait for %d acks: %w", len(batch), err)
 	}
 	return errs, nil
+}
+
+// wakeAll wakes every worker at most once: a wake that comes while a worker polls
+// waits for it.
+func wakeAll(wakes []chan struct{}) {
+	for _, wake := range wakes {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
