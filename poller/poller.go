@@ -130,7 +130,7 @@ func selectQuery(shape outbox.Shape, pollOnly bool) string {
 		ORDER BY ` + c.order("o.") + `
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED)
-	SELECT ` + cand.selectList("c.") + `, c.attempts
+	SELECT ` + cand.selectList("c.") + `, c.attempts, c.position::text
 	FROM candidates c
 	LEFT JOIN LATERAL (
 		SELECT true AS held FROM ` + table + ` p
@@ -254,13 +254,13 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 		return res, err
 	}
 
-	var published []string
+	var published, positions []string
 	var failures []Failure
 	var brokerErr error
 	for i, b := range batch {
 		switch err := errs[i]; {
 		case err == nil:
-			published = append(published, b.ev.ID)
+			published, positions = append(published, b.ev.ID), append(positions, b.position)
 		case sink.IsEventError(err):
 			failures = append(failures, Failure{Event: &batch[i].ev, Err: err})
 			res.FailedEventTypes = append(res.FailedEventTypes, b.ev.EventType)
@@ -271,8 +271,8 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 			brokerErr = err
 		}
 	}
-	if _, err := p.store.Published(ctx, tx, p.cfg.OnPublish, published); err != nil {
-		return res, err // the poller's rows are visible: it selected them
+	if err := p.store.PublishedLocked(ctx, tx, p.cfg.OnPublish, published, positions); err != nil {
+		return res, err
 	}
 	if err := p.store.RecordFailures(ctx, tx, failures); err != nil {
 		return res, err
@@ -287,10 +287,12 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	return res, nil
 }
 
-// dueRow is a row the poll locked, with its attempts so far.
+// dueRow is a row the poll locked, with its attempts so far and its physical
+// position (ctid), which stays the row's while the poll holds its lock.
 type dueRow struct {
 	ev       outbox.Event
 	attempts int
+	position string
 }
 
 // selectDue locks the due rows and splits off those that cannot become events.
@@ -302,7 +304,7 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 	var unpublishable []Failure
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueRow, error) {
 		var x dueRow
-		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts)
+		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts, &x.position)
 		ev.TopicTemplate, ev.Table = p.cfg.TopicTemplate, p.cfg.Table
 		x.ev = ev
 		if bad != nil {
