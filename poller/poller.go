@@ -36,6 +36,11 @@ type Config struct {
 	Policy    Policy
 	// BatchSize rows are locked and published per transaction.
 	BatchSize int
+	// Workers is how many batches Run keeps under way at once, each in a transaction
+	// of its own (0 or 1: one). While one batch waits for its acks, the next is
+	// selected and published: SKIP LOCKED keeps them apart, and the earlier-row check
+	// keeps an aggregate's later rows back while an earlier one is in another batch.
+	Workers int
 	// Interval is the fallback poll interval; NOTIFY wakes a poll-only poller sooner.
 	Interval time.Duration
 	// PublishTimeout bounds the wait for a batch's acks.
@@ -84,6 +89,11 @@ func New(pool *pgxpool.Pool, snk sink.Sink, cfg Config) *Poller {
 //
 // Without a created_at column, rows go in physical order (ctid), which is insertion
 // order for rows appended and never updated.
+//
+// The earlier-row check is a LATERAL probe with LIMIT 1 rather than NOT EXISTS: the
+// planner may turn NOT EXISTS into a hash anti join that reads every pending row,
+// which it does for batches of a few hundred and more (hundreds of milliseconds per
+// poll at 200,000 pending rows); the probe is one index look-up per candidate.
 func selectQuery(shape outbox.Shape, pollOnly bool) string {
 	c := columnsOf(shape)
 	table := shape.Ident()
@@ -120,33 +130,54 @@ func selectQuery(shape outbox.Shape, pollOnly bool) string {
 		ORDER BY ` + c.order("o.") + `
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED)
-	SELECT ` + cand.selectList("c.") + `, c.attempts
+	SELECT ` + cand.selectList("c.") + `, c.attempts, c.position::text
 	FROM candidates c
-	WHERE NOT EXISTS (
-		SELECT 1 FROM ` + table + ` p
+	LEFT JOIN LATERAL (
+		SELECT true AS held FROM ` + table + ` p
 		WHERE p.` + c.aggType + ` = c.aggregate_type AND p.` + c.aggID + ` = c.aggregate_id AND ` + due("p") + `
 		  AND ` + earlier + `
-		  AND p.` + c.id + ` NOT IN (SELECT id FROM candidates))
+		  AND p.` + c.id + ` NOT IN (SELECT id FROM candidates)
+		LIMIT 1) earlier ON true
+	WHERE earlier.held IS NULL
 	ORDER BY ` + order
 }
 
-// Run polls until ctx ends: whole batches back to back while there is work, then
-// it waits for a notification or the interval.
+// Run polls until ctx ends with Workers loops, each running whole batches back to
+// back while there is work, then waiting for a notification or the interval.
 func (p *Poller) Run(ctx context.Context) error {
-	wake := make(chan struct{}, 1)
-	if p.cfg.PollOnly {
-		go p.listen(ctx, wake)
+	wakes := make([]chan struct{}, max(p.cfg.Workers, 1))
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
 	}
+	if p.cfg.PollOnly {
+		go p.listen(ctx, wakes)
+	}
+	var wg sync.WaitGroup
+	for _, wake := range wakes {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.loop(ctx, wake, wakes) }()
+	}
+	wg.Wait()
+	return nil
+}
+
+// loop is one worker of Run. A worker that settled rows wakes the others: rows it
+// held may have kept their aggregates' later rows from them (a worker that found
+// its candidates held back waits), and those are due now.
+func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan struct{}) {
 	retry := backoff.New(p.cfg.Interval, 30*time.Second)
 	for {
 		res, err := p.Poll(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if err != nil && p.cfg.OnError != nil {
 			p.cfg.OnError(err)
 		} else if err == nil && p.cfg.OnBatch != nil {
 			p.cfg.OnBatch(res)
+		}
+		if err == nil && res.Published+len(res.FailedEventTypes) > 0 {
+			wakeAll(all)
 		}
 		delay := p.cfg.Interval
 		switch {
@@ -162,7 +193,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil
+			return
 		case <-wake:
 		case <-timer.C:
 		}
@@ -170,9 +201,9 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 }
 
-// listen wakes the poller on each NOTIFY; without the trigger it simply never fires,
-// and the interval does the work.
-func (p *Poller) listen(ctx context.Context, wake chan<- struct{}) {
+// listen wakes every worker on each NOTIFY; without the trigger it simply never
+// fires, and the interval does the work.
+func (p *Poller) listen(ctx context.Context, wakes []chan struct{}) {
 	for ctx.Err() == nil {
 		conn, err := p.pool.Acquire(ctx)
 		if err != nil {
@@ -183,10 +214,7 @@ func (p *Poller) listen(ctx context.Context, wake chan<- struct{}) {
 		for err == nil {
 			_, err = conn.Conn().WaitForNotification(ctx)
 			if err == nil {
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
+				wakeAll(wakes)
 			}
 		}
 		conn.Release()
@@ -226,13 +254,13 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 		return res, err
 	}
 
-	var published []string
+	var published, positions []string
 	var failures []Failure
 	var brokerErr error
 	for i, b := range batch {
 		switch err := errs[i]; {
 		case err == nil:
-			published = append(published, b.ev.ID)
+			published, positions = append(published, b.ev.ID), append(positions, b.position)
 		case sink.IsEventError(err):
 			failures = append(failures, Failure{Event: &batch[i].ev, Err: err})
 			res.FailedEventTypes = append(res.FailedEventTypes, b.ev.EventType)
@@ -243,8 +271,8 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 			brokerErr = err
 		}
 	}
-	if _, err := p.store.Published(ctx, tx, p.cfg.OnPublish, published); err != nil {
-		return res, err // the poller's rows are visible: it selected them
+	if err := p.store.PublishedLocked(ctx, tx, p.cfg.OnPublish, published, positions); err != nil {
+		return res, err
 	}
 	if err := p.store.RecordFailures(ctx, tx, failures); err != nil {
 		return res, err
@@ -259,10 +287,12 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	return res, nil
 }
 
-// dueRow is a row the poll locked, with its attempts so far.
+// dueRow is a row the poll locked, with its attempts so far and its physical
+// position (ctid), which stays the row's while the poll holds its lock.
 type dueRow struct {
 	ev       outbox.Event
 	attempts int
+	position string
 }
 
 // selectDue locks the due rows and splits off those that cannot become events.
@@ -274,7 +304,7 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 	var unpublishable []Failure
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueRow, error) {
 		var x dueRow
-		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts)
+		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts, &x.position)
 		ev.TopicTemplate, ev.Table = p.cfg.TopicTemplate, p.cfg.Table
 		x.ev = ev
 		if bad != nil {
@@ -313,6 +343,17 @@ func (p *Poller) publish(ctx context.Context, batch []dueRow) ([]error, error) {
 		return nil, fmt.Errorf("wait for %d acks: %w", len(batch), err)
 	}
 	return errs, nil
+}
+
+// wakeAll wakes every worker at most once: a wake that comes while a worker polls
+// waits for it.
+func wakeAll(wakes []chan struct{}) {
+	for _, wake := range wakes {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {

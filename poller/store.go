@@ -194,6 +194,33 @@ func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []
 	return f, nil
 }
 
+// PublishedLocked applies the --on-publish mode to acked rows that tx selected and
+// holds locked, found by their positions (ctid): a row cannot move while it is
+// locked, and the position spares a primary-key look-up per row (about a quarter of
+// the mark's cost). Should the count differ all the same, the ids decide. A
+// partitioned table's positions repeat across its partitions: there the ids do.
+func (s *Store) PublishedLocked(ctx context.Context, tx pgx.Tx, mode OnPublish, ids, positions []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if s.cols.shape.Partitioned {
+		_, err := s.Published(ctx, tx, mode, ids)
+		return err
+	}
+	sql := "UPDATE " + s.table + " SET processed_at = now(), retry_after = NULL WHERE ctid = ANY($1::tid[])"
+	if mode == Delete {
+		sql = "DELETE FROM " + s.table + " WHERE ctid = ANY($1::tid[])"
+	}
+	tag, err := tx.Exec(ctx, sql, idArray(positions))
+	if err != nil {
+		return fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
+	}
+	if tag.RowsAffected() != int64(len(positions)) {
+		_, err = s.Published(ctx, tx, mode, ids)
+	}
+	return err
+}
+
 // Found tells which ids Published found.
 type Found struct {
 	all bool

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -187,4 +188,74 @@ func benchStream(b *testing.B, slot string, tweak func(*relay.Config)) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		}
 	}
+}
+
+// BenchmarkBacklogDrain drains a backlog of b.N rows (100 per transaction, 10,000
+// aggregates) with the stream and --on-publish none, then with poll mode (mark), in
+// one run: poll mode's rate is read as a ratio of the stream's. -benchtime 200000x
+// is the size make bench's modes scenario drains.
+func BenchmarkBacklogDrain(b *testing.B) {
+	b.Run("stream-none", func(b *testing.B) {
+		benchDrain(b, "drain_stream", func(c *relay.Config) { c.OnPublish = poller.None })
+	})
+	b.Run("poll-mark", func(b *testing.B) {
+		benchDrain(b, "drain_poll", func(c *relay.Config) { c.Mode = relay.ModePoll })
+	})
+}
+
+// benchDrain writes b.N rows while no relay runs (after a first run created the slot,
+// in stream mode), then times a relay configured by tweak until every row is consumed.
+func benchDrain(b *testing.B, slot string, tweak func(*relay.Config)) {
+	dbURL := testenv.MigratedDatabase(b)
+	broker := testenv.Kafka(b)
+	conn := testenv.Connect(b, dbURL)
+	consumer := testenv.NewConsumer(b, broker.ListenAddrs(), `outbox\.event\..*`)
+	run := func() (stop func()) {
+		snk, err := kafka.New(kafka.Config{Brokers: broker.ListenAddrs(), MaxBufferedEvents: 2*b.N + 100_000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg := relay.DefaultConfig()
+		cfg.DatabaseURL, cfg.Sink, cfg.Slot = dbURL, snk, slot
+		tweak(&cfg)
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		r, err := relay.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			snk.Close()
+		}
+	}
+	warm := testenv.WriteTx(b, conn, []string{"w"}, "warm", 1, false)
+	stop := run()
+	if !consumer.WaitDistinct(time.Minute, len(warm)) {
+		b.Fatal("relay did not start")
+	}
+	stop()
+	if _, err := conn.Exec(context.Background(), fmt.Sprintf(`DO $$ BEGIN FOR t IN 0..%[1]d / 100 LOOP
+		INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		SELECT 'order', 'agg-' || (g %% 10000), 'order.created', jsonb_build_object('seq', g, 'pad', repeat('x', 180))
+		FROM generate_series(t * 100, least(t * 100 + 99, %[1]d)) g;
+		COMMIT; END LOOP; END $$`, b.N-1)); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), "VACUUM ANALYZE outbox_events"); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	stop = run()
+	if !consumer.WaitDistinct(10*time.Minute, b.N+1) {
+		b.Fatalf("delivered %d of %d", consumer.Distinct()-1, b.N)
+	}
+	b.StopTimer()
+	stop()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }

@@ -452,3 +452,44 @@ func waitDeadLettered(t *testing.T, conn *pgx.Conn, table, id string, attempts i
 		return dead && n == attempts
 	})
 }
+
+// Poll mode on a partitioned table: rows of different partitions share physical
+// positions, so marking one of them marks no other: every row is delivered, once.
+func TestPartitionedOutboxPollMode(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	execSQL(t, conn, `CREATE TABLE ppev (id uuid NOT NULL DEFAULT gen_random_uuid(), aggregate_type text NOT NULL,
+		aggregate_id text NOT NULL, event_type text NOT NULL, payload jsonb NOT NULL, created_at timestamptz NOT NULL,
+		attempts int NOT NULL DEFAULT 0, processed_at timestamptz, retry_after timestamptz, last_error text,
+		dead_lettered_at timestamptz, PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at)`)
+	execSQL(t, conn, `CREATE TABLE ppev_2025 PARTITION OF ppev FOR VALUES FROM (MINVALUE) TO ('2026-01-01')`)
+	execSQL(t, conn, `CREATE TABLE ppev_2026 PARTITION OF ppev FOR VALUES FROM ('2026-01-01') TO (MAXVALUE)`)
+	var ids []string
+	for i := range 3 {
+		for _, created := range []string{"2025-06-01 00:00:00+00", "2026-06-01 00:00:00+00"} {
+			var id string
+			if err := conn.QueryRow(ctx, `INSERT INTO ppev (aggregate_type, aggregate_id, event_type, payload, created_at)
+				VALUES ('order', $1, 'placed', '{}', $2::timestamptz + make_interval(secs => $3)) RETURNING id::text`,
+				fmt.Sprintf("agg-%d", i), created, i).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	start(t, dbURL, broker, "unused", func(c *config) {
+		c.Mode, c.Table, c.PollBatchSize, c.PollInterval = relay.ModePoll, "ppev", 1, 100*time.Millisecond
+	})
+	if !consumer.WaitDistinct(time.Minute, len(ids)) {
+		t.Fatalf("%d of %d events delivered", consumer.Distinct(), len(ids))
+	}
+	for _, id := range ids {
+		if c := consumer.Count(id); c != 1 {
+			t.Errorf("event %s delivered %d times, want once", id, c)
+		}
+	}
+	waitPublished(t, conn, "ppev", len(ids))
+}

@@ -80,6 +80,9 @@ type Config struct {
 	Retry poller.Policy
 	// PollBatchSize rows are locked and published per poll transaction.
 	PollBatchSize int
+	// PollWorkers is how many poll transactions each table's poller keeps under way
+	// at once in poll mode (poller.Config.Workers); stream mode's poller runs one.
+	PollWorkers int
 	// PollInterval is the poller's fallback interval (NOTIFY wakes it sooner in poll mode).
 	PollInterval time.Duration
 	// PublishTimeout bounds the poller's wait for a batch's acks; keep it above the
@@ -144,6 +147,21 @@ func (c *Config) OutboxTables() []TableConfig {
 	return []TableConfig{{Table: c.Table, Columns: c.Columns}}
 }
 
+// pollWorkers is how many poll transactions each table's poller runs at once: one
+// in stream mode, where it only retries handed-over rows.
+func (c *Config) pollWorkers() int {
+	if c.Mode == ModePoll {
+		return c.PollWorkers
+	}
+	return 1
+}
+
+// PollInFlight is the most events the pollers have handed to the sink at once, which
+// the sink's client must buffer without blocking (sinks.Window.PollBatch).
+func (c *Config) PollInFlight() int {
+	return c.PollBatchSize * c.pollWorkers() * len(c.OutboxTables())
+}
+
 // Mode selects how new rows are found.
 type Mode string
 
@@ -185,7 +203,8 @@ func DefaultConfig() Config {
 		Mode:              ModeStream,
 		ProgressInterval:  time.Second,
 		Retry:             poller.DefaultPolicy(),
-		PollBatchSize:     100,
+		PollBatchSize:     500,
+		PollWorkers:       4,
 		PollInterval:      time.Second,
 		PublishTimeout:    2*time.Minute + 10*time.Second,
 		Retention:         7 * 24 * time.Hour,
@@ -294,6 +313,9 @@ func (c *Config) validateTimings() error {
 	}
 	if c.PollBatchSize <= 0 {
 		p.add("poll batch size must be positive, got %d", c.PollBatchSize)
+	}
+	if c.PollWorkers <= 0 {
+		p.add("poll workers must be positive, got %d", c.PollWorkers)
 	}
 	if c.Retention < 0 || c.HeartbeatInterval < 0 {
 		p.add("retention and heartbeat interval must not be negative")

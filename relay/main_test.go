@@ -59,7 +59,7 @@ func startWithBrokers(t *testing.T, dbURL string, brokers []string, slot string,
 	}
 	if cfg.Sink == nil { // a tweak may bring a sink of its own
 		snk, err := sinks.Open(context.Background(), cfg.Sinks, sinks.Window{Events: cfg.MaxInFlightEvents,
-			Bytes: cfg.MaxInFlightBytes, PollBatch: cfg.PollBatchSize}, cfg.Logger, cfg.ReconnectMin, cfg.ReconnectMax)
+			Bytes: cfg.MaxInFlightBytes, PollBatch: cfg.PollInFlight()}, cfg.Logger, cfg.ReconnectMin, cfg.ReconnectMax)
 		if err != nil {
 			t.Fatalf("open the %s sink: %v", cfg.Sinks.Kind, err)
 		}

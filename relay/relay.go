@@ -154,7 +154,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer func() { stopBookkeeper(); <-bkDone }()
 	if r.cfg.Mode == ModePoll {
 		r.metrics.leader.Set(1)
-		r.log.Info("polling", "tables", r.tableNames(), "batch_size", r.cfg.PollBatchSize, "interval", r.cfg.PollInterval.String())
+		r.log.Info("polling", "tables", r.tableNames(), "batch_size", r.cfg.PollBatchSize, "workers", r.cfg.PollWorkers,
+			"interval", r.cfg.PollInterval.String())
 	} else {
 		g.Go(func() error { return r.stream(gctx, snk, bk) })
 		if r.cfg.HeartbeatInterval > 0 {
@@ -184,11 +185,13 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	poolCfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	replication.RenderLikeStream(poolCfg.ConnConfig.RuntimeParams) // placed columns read as the stream sends them
 	replication.TuneKeepalives(&poolCfg.ConnConfig.Config)         // a silent network fails bookkeeping in seconds, not hours
-	// Each table's poller holds a connection while it polls, and in poll mode another
-	// for LISTEN: with several tables the default pool (4 or the CPU count) could
-	// leave the bookkeeping waiting. A pool_max_conns in the URL is left as it is.
-	if n := len(r.cfg.OutboxTables()); n > 1 && !strings.Contains(r.cfg.DatabaseURL, "pool_max_conns") {
-		poolCfg.MaxConns = max(poolCfg.MaxConns, int32(2*n+3))
+	// Each table's poller holds a connection per worker while it polls, and in poll
+	// mode another for LISTEN: with several tables or workers the default pool (4 or
+	// the CPU count) could leave the bookkeeping waiting. A pool_max_conns in the URL
+	// is left as it is.
+	workers := r.cfg.pollWorkers()
+	if n := len(r.cfg.OutboxTables()); (n > 1 || workers > 1) && !strings.Contains(r.cfg.DatabaseURL, "pool_max_conns") {
+		poolCfg.MaxConns = max(poolCfg.MaxConns, int32((workers+1)*n+3))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
@@ -203,7 +206,7 @@ func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.P
 	pollMode := r.cfg.Mode == ModePoll
 	return poller.New(pool, snk, poller.Config{
 		Shape: t.shape, TopicTemplate: t.TopicTemplate, Table: t.name, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
-		BatchSize: r.cfg.PollBatchSize, Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
+		BatchSize: r.cfg.PollBatchSize, Workers: r.cfg.pollWorkers(), Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
 		Logger: r.log,
 		OnBatch: func(res poller.BatchResult) {
 			if pollMode {

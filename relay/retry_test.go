@@ -164,8 +164,8 @@ func assertNothingHandedOver(t *testing.T, conn *pgx.Conn) {
 	}
 }
 
-// Poll-only mode: four relays poll one table while a writer commits; every row is
-// delivered once, in commit order per aggregate.
+// Poll-only mode: four relays of three workers each poll one table while a writer
+// commits; every row is delivered once, in commit order per aggregate.
 func TestPollModeConcurrentPollers(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.MigratedDatabase(t)
@@ -177,6 +177,7 @@ func TestPollModeConcurrentPollers(t *testing.T) {
 		start(t, dbURL, broker, "unused", func(c *config) {
 			c.Mode = relay.ModePoll
 			c.PollBatchSize = 50
+			c.PollWorkers = 3
 			c.PollInterval = 200 * time.Millisecond
 		})
 	}
@@ -236,6 +237,38 @@ func TestPollModeConcurrentPollers(t *testing.T) {
 		}
 		return unprocessed == 0
 	})
+}
+
+// Poll-only mode, one aggregate, several workers: a worker whose candidates another
+// held back waits, and the worker that publishes the earlier rows wakes it, so the
+// backlog drains without waiting for the interval (an hour here) and in order.
+func TestPollWorkersDrainOneAggregate(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	var written []outbox.Event
+	for i := 0; i < 40; i++ {
+		written = append(written, testenv.WriteTx(t, conn, []string{"hot"}, fmt.Sprintf("t%d", i), 50, false)...)
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	start(t, dbURL, broker, "unused", func(c *config) {
+		c.Mode = relay.ModePoll
+		c.PollBatchSize = 30
+		c.PollWorkers = 4
+		c.PollInterval = time.Hour
+	})
+	if !consumer.WaitDistinct(time.Minute, len(written)) {
+		t.Fatalf("delivered %d of %d", consumer.Distinct(), len(written))
+	}
+	if len(consumer.Records) != len(written) {
+		t.Fatalf("%d records for %d events in a clean run", len(consumer.Records), len(written))
+	}
+	for i, rec := range consumer.Records {
+		if id := testenv.Header(rec, "id"); id != written[i].ID {
+			t.Fatalf("record %d is event %s, want %s (commit order)", i, id, written[i].ID)
+		}
+	}
 }
 
 // A row that cannot become an event (created_at = infinity) becomes a dead letter

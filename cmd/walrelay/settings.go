@@ -110,6 +110,7 @@ func newSettings() *settings {
 		num("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
+		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
@@ -392,7 +393,7 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 		return cfg, err
 	}
 	snk, err := sinks.Open(ctx, s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
-		PollBatch: cfg.PollBatchSize}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
+		PollBatch: cfg.PollInFlight()}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
 	cfg.Sink = snk
 	return cfg, err
 }

@@ -57,8 +57,9 @@ func DefaultConfig() Config {
 // Window is what the relay may have in flight at once; clients buffer more than
 // that, so that Publish never blocks inside them.
 type Window struct {
-	Events    int
-	Bytes     int64
+	Events int
+	Bytes  int64
+	// PollBatch is the most events the pollers publish at once (relay.Config.PollInFlight).
 	PollBatch int
 }
 
