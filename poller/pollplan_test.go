@@ -52,22 +52,7 @@ func TestPollOnlyLargeBatchProbesEarlierRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first 10,000 rows are of distinct aggregates: every candidate is due.
-	tx, err = conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	got, err := tx.Query(ctx, query, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for got.Next() {
-		n++
-	}
-	if err := got.Err(); err != nil {
-		t.Fatal(err)
-	}
+	n := selectedRows(ctx, t, conn, query, 1000)
 	if n != 1000 {
 		t.Errorf("the poll selected %d rows, want 1000", n)
 	}

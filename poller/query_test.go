@@ -50,22 +50,7 @@ func TestStreamModePollReadsOnlyHandedOverRows(t *testing.T) {
 		t.Errorf("the stream-mode poll does not read through idx_outbox_handed_over alone:\n%s", plan)
 	}
 
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	got, err := tx.Query(ctx, query, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for got.Next() {
-		n++
-	}
-	if err := got.Err(); err != nil {
-		t.Fatal(err)
-	}
+	n := selectedRows(ctx, t, conn, query, 100)
 	if n != 3 {
 		t.Errorf("the poll selected %d rows, want the 3 handed-over ones", n)
 	}
@@ -119,4 +104,27 @@ func TestPublishedReportsFoundRows(t *testing.T) {
 	if marked != 3 {
 		t.Errorf("%d rows marked, want 3", marked)
 	}
+}
+
+// selectedRows runs the poll query in a transaction it rolls back and counts the rows
+// it selected.
+func selectedRows(ctx context.Context, t *testing.T, conn *pgx.Conn, query string, limit int) int {
+	t.Helper()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	got, err := tx.Query(ctx, query, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for got.Next() {
+		n++
+	}
+	if err := got.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
