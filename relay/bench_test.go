@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -44,15 +45,7 @@ func BenchmarkRetirement(b *testing.B) {
 		FROM generate_series(1, $1) g`, b.N); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ('bench_retire', now());
-		INSERT INTO walrelay_progress (slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn)
-		SELECT 'bench_retire', 'outbox_events'::regclass, created_at, pg_snapshot_xmin(pg_current_snapshot()), pg_current_wal_insert_lsn()
-		FROM walrelay_slots WHERE slot_name = 'bench_retire'`); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) outbox_events"); err != nil {
-		b.Fatal(err)
-	}
+	publishedUpToNow(ctx, b, conn, "bench_retire")
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		b.Fatal(err)
@@ -86,15 +79,7 @@ func BenchmarkStatusPending(b *testing.B) {
 		FROM generate_series(1, $1) g`, rows); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ('bench_status', now());
-		INSERT INTO walrelay_progress (slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn)
-		SELECT 'bench_status', 'outbox_events'::regclass, created_at, pg_snapshot_xmin(pg_current_snapshot()), pg_current_wal_insert_lsn()
-		FROM walrelay_slots WHERE slot_name = 'bench_status'`); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) outbox_events"); err != nil {
-		b.Fatal(err)
-	}
+	publishedUpToNow(ctx, b, conn, "bench_status")
 	b.ResetTimer()
 	for range b.N {
 		var pending int
@@ -258,4 +243,21 @@ func benchDrain(b *testing.B, slot string, tweak func(*relay.Config)) {
 	b.StopTimer()
 	stop()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// publishedUpToNow records, for slot, a published horizon that covers every row
+// written so far, as a relay that confirmed them would, then vacuums the table.
+func publishedUpToNow(ctx context.Context, b *testing.B, conn *pgx.Conn, slot string) {
+	b.Helper()
+	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ($1, now())`, slot); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_progress (slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn)
+		SELECT slot_name, 'outbox_events'::regclass, created_at, pg_snapshot_xmin(pg_current_snapshot()), pg_current_wal_insert_lsn()
+		FROM walrelay_slots WHERE slot_name = $1`, slot); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) outbox_events"); err != nil {
+		b.Fatal(err)
+	}
 }

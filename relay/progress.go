@@ -12,16 +12,16 @@ import (
 	"github.com/walrelay/walrelay/replication"
 )
 
-// progress records the published horizon of --on-publish progress for one
-// replication session (docs/design.md invariant 10): every status interval it takes
-// a candidate (replication.TakeHorizon, a read), and every progress interval, and
-// once more when the session ends, it records the newest candidate whose LSN the
-// session has confirmed. Nothing is written per row, and nothing at all while the
+// progress records the published horizon of --on-publish progress while one stream
+// runs (docs/design.md invariant 10): every status interval it takes a candidate
+// (replication.TakeHorizon, a read), and every progress interval, and once more when
+// the stream stops, it records the newest candidate whose LSN the stream has
+// confirmed. Nothing is written per row, and nothing at all while the
 // horizon does not move.
 type progress struct {
 	pool        *pgxpool.Pool
 	slot        string
-	incarnation time.Time // walrelay_slots.created_at of the slot this session streams
+	incarnation time.Time // walrelay_slots.created_at of the slot being streamed
 	tables      []string
 	sample      time.Duration // how often a candidate is taken
 	every       time.Duration // how often one is recorded
