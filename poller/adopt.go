@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/walrelay/walrelay/outbox"
@@ -36,36 +35,14 @@ func (s *Store) Table() string { return s.qualified }
 // statement; a row with its id already there (the message was streamed again after
 // a crash) is left as it is. e.Payload must be one the table Holds.
 func (s *Store) InsertDeadLetter(ctx context.Context, e *outbox.Event, reason error) error {
-	c := s.cols
-	payload := "$5::text::" + c.shape.PayloadType
-	var value any = string(e.Payload)
-	switch c.shape.PayloadType {
-	case "text":
-		payload = "$5::text"
-	case "bytea":
-		payload, value = "$5::bytea", e.Payload
-	}
-	names := c.id + ", " + c.aggType + ", " + c.aggID + ", " + c.eventType + ", " + c.payload
-	values := "$1, $2, $3, $4, " + payload
-	args := []any{e.ID, e.AggregateType, e.AggregateID, e.EventType, value, truncate(reason.Error(), 2000)}
-	switch {
-	case c.createdAt == "":
-	case c.shape.CreatedAtType == "timestamp":
-		names += ", " + c.createdAt
-		values += ", ($7::timestamptz AT TIME ZONE 'UTC')"
+	names, values := s.rowColumns(7)
+	args := []any{e.ID, e.AggregateType, e.AggregateID, e.EventType, s.payloadArg(e), truncate(reason.Error(), 2000)}
+	if s.cols.createdAt != "" {
 		args = append(args, e.CreatedAt)
-	default:
-		names += ", " + c.createdAt
-		values += ", $7::timestamptz"
-		args = append(args, e.CreatedAt)
-	}
-	key := make([]string, len(c.shape.Key))
-	for i, k := range c.shape.Key {
-		key[i] = ident(k)
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.table+` (`+names+`, attempts, last_error, retry_after, dead_lettered_at)
 		OVERRIDING SYSTEM VALUE VALUES (`+values+`, 1, $6, now(), now())
-		ON CONFLICT (`+strings.Join(key, ", ")+`) DO NOTHING`, args...)
+		ON CONFLICT (`+s.conflictKey()+`) DO NOTHING`, args...)
 	if err != nil {
 		return fmt.Errorf("insert dead letter %s into %s: %w", e.ID, s.qualified, err)
 	}

@@ -39,6 +39,26 @@ func NewStore(pool *pgxpool.Pool, shape outbox.Shape, policy Policy) *Store {
 // backoff min, $8 backoff max (seconds), $9 max attempts, $10 created at (when the
 // table has the column). The conflict target is the table's unique key on id.
 func (s *Store) recordFailureSQL() string {
+	names, values := s.rowColumns(10)
+	// OVERRIDING SYSTEM VALUE: the row keeps its id also when the column is
+	// GENERATED ALWAYS AS IDENTITY (it changes nothing for other columns).
+	return `INSERT INTO ` + s.table + ` AS o (` + names + `, attempts, last_error, retry_after, dead_lettered_at)
+			OVERRIDING SYSTEM VALUE VALUES (` + values + `, 1, $6,
+				now() + make_interval(secs => $7::float8 * (0.5 + random() / 2)),
+				CASE WHEN 1 >= $9 THEN now() END)
+			ON CONFLICT (` + s.conflictKey() + `) DO UPDATE SET
+				attempts = o.attempts + 1,
+				last_error = EXCLUDED.last_error,
+				retry_after = now() + make_interval(secs =>
+					least($8::float8, $7::float8 * power(2, o.attempts)) * (0.5 + random() / 2)),
+				dead_lettered_at = CASE WHEN o.attempts + 1 >= $9 THEN now() END`
+}
+
+// rowColumns are the column list and the values of an event's row in an INSERT:
+// $1 id, $2 aggregate type, $3 aggregate id, $4 event type, $5 payload (text, cast
+// to the column's type; bytes for bytea), and created at as $createdAt when the
+// table has the column.
+func (s *Store) rowColumns(createdAt int) (names, values string) {
 	c := s.cols
 	payload := "$5::text::" + c.shape.PayloadType // jsonb, json: parsed from the published text
 	switch c.shape.PayloadType {
@@ -47,33 +67,35 @@ func (s *Store) recordFailureSQL() string {
 	case "bytea":
 		payload = "$5::bytea"
 	}
-	names := c.id + ", " + c.aggType + ", " + c.aggID + ", " + c.eventType + ", " + c.payload
-	values := "$1, $2, $3, $4, " + payload
+	names = c.id + ", " + c.aggType + ", " + c.aggID + ", " + c.eventType + ", " + c.payload
+	values = "$1, $2, $3, $4, " + payload
 	switch {
 	case c.createdAt == "":
 	case c.shape.CreatedAtType == "timestamp":
 		names += ", " + c.createdAt
-		values += ", ($10::timestamptz AT TIME ZONE 'UTC')"
+		values += fmt.Sprintf(", ($%d::timestamptz AT TIME ZONE 'UTC')", createdAt)
 	default:
 		names += ", " + c.createdAt
-		values += ", $10::timestamptz"
+		values += fmt.Sprintf(", $%d::timestamptz", createdAt)
 	}
-	key := make([]string, len(c.shape.Key))
-	for i, k := range c.shape.Key {
+	return names, values
+}
+
+// payloadArg is e's payload as rowColumns' $5 takes it.
+func (s *Store) payloadArg(e *outbox.Event) any {
+	if s.cols.shape.PayloadType == "bytea" {
+		return e.Payload
+	}
+	return string(e.Payload)
+}
+
+// conflictKey is the table's unique key on id, quoted, as an ON CONFLICT target.
+func (s *Store) conflictKey() string {
+	key := make([]string, len(s.cols.shape.Key))
+	for i, k := range s.cols.shape.Key {
 		key[i] = ident(k)
 	}
-	// OVERRIDING SYSTEM VALUE: the row keeps its id also when the column is
-	// GENERATED ALWAYS AS IDENTITY (it changes nothing for other columns).
-	return `INSERT INTO ` + s.table + ` AS o (` + names + `, attempts, last_error, retry_after, dead_lettered_at)
-			OVERRIDING SYSTEM VALUE VALUES (` + values + `, 1, $6,
-				now() + make_interval(secs => $7::float8 * (0.5 + random() / 2)),
-				CASE WHEN 1 >= $9 THEN now() END)
-			ON CONFLICT (` + strings.Join(key, ", ") + `) DO UPDATE SET
-				attempts = o.attempts + 1,
-				last_error = EXCLUDED.last_error,
-				retry_after = now() + make_interval(secs =>
-					least($8::float8, $7::float8 * power(2, o.attempts)) * (0.5 + random() / 2)),
-				dead_lettered_at = CASE WHEN o.attempts + 1 >= $9 THEN now() END`
+	return strings.Join(key, ", ")
 }
 
 // Failure is one event's failed attempt.
@@ -95,11 +117,7 @@ func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failur
 	}
 	batch := &pgx.Batch{}
 	for _, f := range failures {
-		var payload any = string(f.Event.Payload)
-		if s.cols.shape.PayloadType == "bytea" {
-			payload = f.Event.Payload
-		}
-		args := []any{f.Event.ID, f.Event.AggregateType, f.Event.AggregateID, f.Event.EventType, payload,
+		args := []any{f.Event.ID, f.Event.AggregateType, f.Event.AggregateID, f.Event.EventType, s.payloadArg(f.Event),
 			truncate(f.Err.Error(), 2000), s.policy.BackoffMin.Seconds(), s.policy.BackoffMax.Seconds(), s.policy.MaxAttempts}
 		if s.cols.createdAt != "" {
 			args = append(args, f.Event.CreatedAt)
