@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
@@ -38,7 +39,12 @@ func TestProgressIsTheStreamDefault(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
-	rn := start(t, dbURL, broker, "progress_default", func(c *config) { c.ProgressInterval = 100 * time.Millisecond })
+	reg := prometheus.NewRegistry()
+	startedAt := time.Now()
+	rn := start(t, dbURL, broker, "progress_default", func(c *config) {
+		c.ProgressInterval = 100 * time.Millisecond
+		c.Registry = reg
+	})
 	if !rn.waitLog(30*time.Second, "streaming") {
 		t.Fatal("the relay did not stream")
 	}
@@ -54,6 +60,10 @@ func TestProgressIsTheStreamDefault(t *testing.T) {
 		return count(t, conn, "SELECT count(*) FROM outbox_events_pending") == 0
 	})
 	rn.stop()
+	// The gauge the horizon alert (deploy/prometheus/alerts.yml) watches.
+	if at := gaugeValue(t, reg, "walrelay_published_horizon_timestamp_seconds"); at < float64(startedAt.Unix()) {
+		t.Errorf("walrelay_published_horizon_timestamp_seconds = %v, want a time after the relay started (%d)", at, startedAt.Unix())
+	}
 	if got := count(t, conn, "SELECT count(*) FROM outbox_events WHERE processed_at IS NOT NULL OR attempts > 0"); got != 0 {
 		t.Errorf("%d rows written to by the relay, want none", got)
 	}

@@ -23,24 +23,25 @@ import (
 // carries (job and instance come from Prometheus). The relay's own tests assert that
 // these same names are registered; keep the two lists in step.
 var relayMetrics = map[string][]string{
-	"outbox_events_published_total":           nil,
-	"outbox_events_failed_total":              {"event_type"},
-	"outbox_events_pending":                   nil,
-	"outbox_batch_duration_seconds":           nil,
-	"walrelay_dead_letters":                   nil,
-	"walrelay_slot_confirmed_lag_bytes":       {"slot"},
-	"walrelay_slot_restart_lag_bytes":         {"slot"},
-	"walrelay_slot_safe_wal_size_bytes":       {"slot"},
-	"walrelay_slot_wal_status":                {"slot", "status"},
-	"walrelay_slot_active":                    {"slot"},
-	"walrelay_commit_to_ack_seconds":          nil,
-	"walrelay_inflight_events":                nil,
-	"walrelay_inflight_bytes":                 nil,
-	"walrelay_confirmed_lsn":                  nil,
-	"walrelay_last_confirm_timestamp_seconds": nil,
-	"walrelay_leader":                         nil,
-	"walrelay_reconnects_total":               nil,
-	"walrelay_stalled":                        nil,
+	"outbox_events_published_total":                nil,
+	"outbox_events_failed_total":                   {"event_type"},
+	"outbox_events_pending":                        nil,
+	"outbox_batch_duration_seconds":                nil,
+	"walrelay_dead_letters":                        nil,
+	"walrelay_slot_confirmed_lag_bytes":            {"slot"},
+	"walrelay_slot_restart_lag_bytes":              {"slot"},
+	"walrelay_slot_safe_wal_size_bytes":            {"slot"},
+	"walrelay_slot_wal_status":                     {"slot", "status"},
+	"walrelay_slot_active":                         {"slot"},
+	"walrelay_commit_to_ack_seconds":               nil,
+	"walrelay_inflight_events":                     nil,
+	"walrelay_inflight_bytes":                      nil,
+	"walrelay_confirmed_lsn":                       nil,
+	"walrelay_last_confirm_timestamp_seconds":      nil,
+	"walrelay_leader":                              nil,
+	"walrelay_reconnects_total":                    nil,
+	"walrelay_stalled":                             nil,
+	"walrelay_published_horizon_timestamp_seconds": nil,
 }
 
 // walStatuses are the values of walrelay_slot_wal_status's status label
@@ -230,7 +231,7 @@ func TestAlertRules(t *testing.T) {
 	for _, name := range []string{
 		"OutboxPendingHigh", "OutboxPendingGrowing", "OutboxDeadLetters", "OutboxBatchSlow",
 		"WalrelaySlotLagHigh", "WalrelaySlotWalUnreserved", "WalrelaySlotLost",
-		"WalrelayStalled", "WalrelayDown",
+		"WalrelayStalled", "WalrelayPublishedHorizonStuck", "WalrelayDown",
 	} {
 		if _, ok := rules[name]; !ok {
 			t.Errorf("alert %s is missing", name)
@@ -912,14 +913,7 @@ func TestKustomizeBuild(t *testing.T) {
 // with the Debian package prometheus; without it the test is skipped, except under CI,
 // where it must run.
 func TestPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		msg := fmt.Sprintf("promtool not on PATH (%v); install the Debian package prometheus: apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus", err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this check may not be skipped)")
-		}
-		t.Skip(msg)
-	}
+	promtool := needPromtool(t)
 	for _, args := range [][]string{
 		{"check", "rules", deployPath("prometheus", "alerts.yml")},
 		{"check", "config", deployPath("prometheus", "prometheus.yml")},
@@ -931,5 +925,86 @@ func TestPromtool(t *testing.T) {
 			}
 			t.Logf("promtool %s:\n%s", strings.Join(args, " "), out)
 		})
+	}
+}
+
+func needPromtool(t *testing.T) string {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		msg := fmt.Sprintf("promtool not on PATH (%v); install the Debian package prometheus: apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus", err)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + " (CI is set, so this check may not be skipped)")
+		}
+		t.Skip(msg)
+	}
+	return promtool
+}
+
+// TestHorizonAlert evaluates WalrelayPublishedHorizonStuck with promtool's rule tests on
+// series of five relays. It fires for the leader that publishes while its horizon
+// stands still, after the threshold and not before. It stays quiet for an idle
+// database, a standby, a relay in another mode and a horizon that moves.
+func TestHorizonAlert(t *testing.T) {
+	promtool := needPromtool(t)
+	const alert = "WalrelayPublishedHorizonStuck"
+	rule, ok := loadAlerts(t)[alert]
+	if !ok {
+		t.Fatalf("alert %s is missing", alert)
+	}
+	// Minute samples over 40 minutes: leader, horizon timestamp (s), published total.
+	relays := []struct{ instance, leader, horizon, published string }{
+		{"stuck", "1x40", "60x40", "0+100x40"},
+		{"idle", "1x40", "60x40", "500x40"},
+		{"standby", "0x40", "60x40", "0+100x40"},
+		{"other-mode", "1x40", "0x40", "0+100x40"},
+		{"moving", "1x40", "60+60x40", "0+100x40"},
+	}
+	var series []map[string]string
+	for _, r := range relays {
+		for metric, values := range map[string]string{"walrelay_leader": r.leader,
+			"walrelay_published_horizon_timestamp_seconds": r.horizon, "outbox_events_published_total": r.published} {
+			series = append(series, map[string]string{
+				"series": fmt.Sprintf(`%s{job="walrelay",instance=%q}`, metric, r.instance), "values": values})
+		}
+	}
+	rules, err := filepath.Abs(deployPath("prometheus", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotations := map[string]string{}
+	for k, v := range rule.Annotations {
+		v = strings.ReplaceAll(v, "{{ $labels.instance }}", "stuck")
+		if strings.Contains(v, "{{") {
+			t.Fatalf("annotation %s uses a template this test does not expand: %s", k, v)
+		}
+		annotations[k] = v
+	}
+	firing := []map[string]any{{
+		"exp_labels":      map[string]string{"severity": rule.Labels["severity"], "job": "walrelay", "instance": "stuck"},
+		"exp_annotations": annotations,
+	}}
+	tests := map[string]any{
+		"rule_files":          []string{rules},
+		"evaluation_interval": "1m",
+		"tests": []map[string]any{{
+			"interval":     "1m",
+			"input_series": series,
+			"alert_rule_test": []map[string]any{
+				{"eval_time": "20m", "alertname": alert, "exp_alerts": []any{}}, // pending, not firing yet
+				{"eval_time": "25m", "alertname": alert, "exp_alerts": firing},
+			},
+		}},
+	}
+	out, err := yaml.Marshal(tests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "horizon_test.yml")
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := exec.Command(promtool, "test", "rules", path).CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s\ntests:\n%s", err, res, out)
 	}
 }
