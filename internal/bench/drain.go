@@ -100,6 +100,24 @@ func (e *env) drainRelay(ctx context.Context, conn *pgx.Conn, run relayRun, n in
 		return res, err
 	}
 	defer rp.stop(30 * time.Second) // on error paths; stopping twice is harmless
+	profiled := make(chan struct{})
+	if e.opts.relayProfile != "" {
+		go func() {
+			defer close(profiled)
+			path := filepath.Join(e.opts.relayProfile, fmt.Sprintf("relay-profile-%s.pb.gz", label))
+			err := rp.waitReady(ctx, time.Minute) // from the start of streaming
+			if err == nil {
+				err = rp.profile(ctx, path, 3*time.Second)
+			}
+			if err != nil {
+				progress("  relay profile: %v", err)
+			} else {
+				progress("  relay CPU profile of the first seconds: %s (go tool pprof)", path)
+			}
+		}()
+	} else {
+		close(profiled)
+	}
 
 	var wsPID int
 	var wsCPU float64
@@ -205,6 +223,7 @@ func (e *env) drainRelay(ctx context.Context, conn *pgx.Conn, run relayRun, n in
 		return res, fmt.Errorf("read relay peak rss: %w", err)
 	}
 
+	<-profiled
 	if err := rp.stop(30 * time.Second); err != nil {
 		return res, fmt.Errorf("graceful stop: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -258,15 +259,17 @@ func (e *env) dropDatabase(ctx context.Context, name string) error {
 	return nil
 }
 
-// quiesce vacuums and analyses the outbox table and checkpoints, so that neither
-// autovacuum nor a checkpoint the previous phase made due runs during the next
-// timed phase.
+// quiesce vacuums and analyses the outbox table, checkpoints and has the kernel
+// write its dirty pages out, so that neither autovacuum, nor a checkpoint the previous
+// phase made due, nor the writeback of the previous phase's files runs during the
+// next timed phase.
 func quiesce(ctx context.Context, conn *pgx.Conn) error {
 	for _, sql := range []string{"VACUUM (ANALYZE) outbox_events", "CHECKPOINT"} {
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("%s: %w", sql, err)
 		}
 	}
+	syscall.Sync()
 	return nil
 }
 

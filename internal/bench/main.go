@@ -66,6 +66,7 @@ type options struct {
 	relayArgs      []string // more `walrelay run` flags, for every relay
 	peerCmd        string   // a peer relay for the drain (peer.go)
 	relayTrace     string   // directory for runtime traces of the latency steps' first seconds
+	relayProfile   string   // directory for CPU profiles of the drains' first seconds
 }
 
 func parseFlags() (options, error) {
@@ -97,10 +98,11 @@ func parseFlags() (options, error) {
 	flag.StringVar(&relayArgs, "relay-args", "", "more `walrelay run` flags for every relay, space-separated (e.g. \"--kafka-compression lz4\")")
 	flag.StringVar(&o.peerCmd, "peer-cmd", "", "a peer relay to drain the same backlog in each round (sh -c; PEER_* variables, see internal/bench/peer.go)")
 	flag.StringVar(&o.relayTrace, "relay-trace", "", "write a Go runtime trace of the relay's first 5s of each latency step to this directory (turns on --pprof)")
+	flag.StringVar(&o.relayProfile, "relay-profile", "", "write a CPU profile of the relay's first 3s of each backlog drain to this directory (turns on --pprof)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binaries, relay logs)")
 	flag.Parse()
 	o.relayArgs = strings.Fields(relayArgs)
-	if o.relayTrace != "" && !slices.Contains(o.relayArgs, "--pprof") {
+	if (o.relayTrace != "" || o.relayProfile != "") && !slices.Contains(o.relayArgs, "--pprof") {
 		o.relayArgs = append(o.relayArgs, "--pprof")
 	}
 

@@ -104,19 +104,29 @@ func (e *env) primeSlot(ctx context.Context, run relayRun) error {
 	return rp.stop(30 * time.Second)
 }
 
-// trace writes a Go runtime trace of the relay (its --pprof handler) of d to path.
+// trace writes a Go runtime trace of the relay of d to path.
 func (r *relayProc) trace(ctx context.Context, path string, d time.Duration) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/trace?seconds=%g", r.baseURL, d.Seconds()), nil)
+	return r.pprof(ctx, "trace", path, d)
+}
+
+// profile writes a CPU profile of the relay of d to path.
+func (r *relayProc) profile(ctx context.Context, path string, d time.Duration) error {
+	return r.pprof(ctx, "profile", path, d)
+}
+
+// pprof fetches one of the relay's --pprof handlers for d into path.
+func (r *relayProc) pprof(ctx context.Context, handler, path string, d time.Duration) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/%s?seconds=%g", r.baseURL, handler, d.Seconds()), nil)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetch trace: %w", err)
+		return fmt.Errorf("fetch %s: %w", handler, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetch trace: %s (is --pprof on?)", resp.Status)
+		return fmt.Errorf("fetch %s: %s (is --pprof on?)", handler, resp.Status)
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -124,7 +134,7 @@ func (r *relayProc) trace(ctx context.Context, path string, d time.Duration) err
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
 		f.Close()
-		return fmt.Errorf("write trace %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return f.Close()
 }

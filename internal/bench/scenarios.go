@@ -105,9 +105,9 @@ type drainScenario struct {
 	PeerPostgresCPU *summary `json:"postgres_cpu_us_per_event_peer_drain,omitempty"`
 }
 
-// runDrain writes the backlog with the relay stopped, drains it with the relay and
-// then, from a second slot created just before the rows, with pg_recvlogical:
-// -repeats rounds.
+// runDrain writes the backlog with the relay stopped, drains it with the relay and,
+// from a second slot created just before the rows, with pg_recvlogical, taking turns
+// at going first: -repeats rounds.
 func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *int) (*drainScenario, error) {
 	n := e.opts.events
 	sc := &drainScenario{Events: n}
@@ -161,23 +161,39 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 
 		topic := fmt.Sprintf("bench.drain%d.order", round)
 		r.topicTemplate = fmt.Sprintf("bench.drain%d.{aggregate_type}", round)
-		progress("[drain %d/%d] walrelay draining %d events", round, e.opts.repeats, n+1)
-		rel, err := e.drainRelay(ctx, conn, r, n+1, fmt.Sprintf("drain%d", round), plan)
-		if err != nil {
+		var rel drainResult
+		var rec recvResult
+		relayDrain := func() error {
+			progress("[drain %d/%d] walrelay draining %d events", round, e.opts.repeats, n+1)
+			var err error
+			if rel, err = e.drainRelay(ctx, conn, r, n+1, fmt.Sprintf("drain%d", round), plan); err != nil {
+				return err
+			}
+			progress("[drain %d/%d] walrelay: %s in %.2fs, %.1f µs CPU/event, peak RSS %s",
+				round, e.opts.repeats, rate(n+1, secs(rel.Seconds)), rel.Seconds, rel.CPUMicrosPerEvent, bytesIEC(rel.PeakRSSBytes))
+			if err := dropSlot(ctx, conn, r.slot); err != nil {
+				return err
+			}
+			return quiesce(ctx, conn)
+		}
+		recvDrain := func() error {
+			progress("[drain %d/%d] pg_recvlogical draining the same rows (slot %s, --endpos %s)", round, e.opts.repeats, recvSlot, endLSN)
+			var err error
+			if rec, err = e.drainRecvlogical(ctx, conn, mainDB, recvSlot, endLSN, n, recvProto1); err != nil {
+				return err
+			}
+			return quiesce(ctx, conn)
+		}
+		// The two drains take turns going first, so that neither is always the one
+		// right after the inserts.
+		first, second := relayDrain, recvDrain
+		if round%2 == 0 {
+			first, second = recvDrain, relayDrain
+		}
+		if err := first(); err != nil {
 			return sc, err
 		}
-		progress("[drain %d/%d] walrelay: %s in %.2fs, %.1f µs CPU/event, peak RSS %s",
-			round, e.opts.repeats, rate(n+1, secs(rel.Seconds)), rel.Seconds, rel.CPUMicrosPerEvent, bytesIEC(rel.PeakRSSBytes))
-
-		if err := dropSlot(ctx, conn, r.slot); err != nil {
-			return sc, err
-		}
-		if err := quiesce(ctx, conn); err != nil {
-			return sc, err
-		}
-		progress("[drain %d/%d] pg_recvlogical draining the same rows (slot %s, --endpos %s)", round, e.opts.repeats, recvSlot, endLSN)
-		rec, err := e.drainRecvlogical(ctx, conn, mainDB, recvSlot, endLSN, n, recvProto1)
-		if err != nil {
+		if err := second(); err != nil {
 			return sc, err
 		}
 		pair := drainPair{Round: round, Relay: rel, Recv: rec, Ratio: rel.EventsPerSec / rec.EventsPerSec}
@@ -185,9 +201,6 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 			round, e.opts.repeats, rate(n, secs(rec.Seconds)), rec.Seconds, pair.Ratio)
 
 		if e.opts.peerCmd != "" {
-			if err := quiesce(ctx, conn); err != nil {
-				return sc, err
-			}
 			peerTopic := fmt.Sprintf("bench.peer%d.order", round)
 			progress("[drain %d/%d] the peer (-peer-cmd) draining the same rows (slot %s, topic %s)", round, e.opts.repeats, peerSlot, peerTopic)
 			peer, err := e.drainPeer(ctx, conn, run.dbURL, peerTopic, n+1)
