@@ -195,6 +195,10 @@ type Shape struct {
 	Key []string
 	// Partitioned: a partitioned table, published through its root.
 	Partitioned bool
+	// PlacedTypes are the types (format_type) of the columns Columns.Placed names,
+	// so that an event's row can be written again with them: the poller's copy of an
+	// event whose row is gone. A placed column without a type here is left out.
+	PlacedTypes map[string]string
 }
 
 // DefaultShape is the shape of the table `walrelay migrate` creates, under the name

@@ -21,14 +21,7 @@ import (
 func TraceColumnValue(ctx context.Context, p propagation.TextMapPropagator) string {
 	carrier := propagation.MapCarrier{}
 	tracePropagator(p).Inject(ctx, carrier)
-	parent := carrier[TraceParentHeader]
-	if parent == "" {
-		return ""
-	}
-	if state := carrier[TraceStateHeader]; state != "" {
-		return TraceParentHeader + "=" + parent + "\n" + TraceStateHeader + "=" + state
-	}
-	return parent
+	return TraceColumnContent(carrier[TraceParentHeader], carrier[TraceStateHeader])
 }
 
 // tracePropagator is p, or the global propagator when it writes traceparent, or

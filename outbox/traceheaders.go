@@ -162,3 +162,16 @@ func AppendTraceHeaders(hs []Header, content string) []Header {
 	}
 	return hs
 }
+
+// TraceColumnContent is what a trace column holds for a traceparent and a tracestate:
+// the bare traceparent, or properties text when there is a tracestate (the two forms
+// ParseTraceColumn reads). It is empty without a traceparent.
+func TraceColumnContent(parent, state string) string {
+	switch {
+	case parent == "":
+		return ""
+	case state != "":
+		return TraceParentHeader + "=" + parent + "\n" + TraceStateHeader + "=" + state
+	}
+	return parent
+}

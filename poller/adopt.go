@@ -37,9 +37,7 @@ func (s *Store) Table() string { return s.qualified }
 func (s *Store) InsertDeadLetter(ctx context.Context, e *outbox.Event, reason error) error {
 	names, values := s.rowColumns(7)
 	args := []any{e.ID, e.AggregateType, e.AggregateID, e.EventType, s.payloadArg(e), truncate(reason.Error(), 2000)}
-	if s.cols.createdAt != "" {
-		args = append(args, e.CreatedAt)
-	}
+	args = append(args, s.rowTail(e)...)
 	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.table+` (`+names+`, attempts, last_error, retry_after, dead_lettered_at)
 		OVERRIDING SYSTEM VALUE VALUES (`+values+`, 1, $6, now(), now())
 		ON CONFLICT (`+s.conflictKey()+`) DO NOTHING`, args...)

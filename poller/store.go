@@ -24,20 +24,23 @@ type Store struct {
 	policy    Policy
 	// record is RecordFailures' statement, built once for the table's shape.
 	record string
+	// rewrite are the placed columns an event's row is written with again.
+	rewrite []rewritten
 }
 
 // NewStore returns a store for the outbox table of the given shape (read with
 // replication.DescribeTable; outbox.DefaultShape for walrelay's own table).
 func NewStore(pool *pgxpool.Pool, shape outbox.Shape, policy Policy) *Store {
-	s := &Store{pool: pool, table: shape.Ident(), qualified: shape.Qualified(), cols: columnsOf(shape), policy: policy}
+	s := &Store{pool: pool, table: shape.Ident(), qualified: shape.Qualified(), cols: columnsOf(shape), policy: policy,
+		rewrite: rewrittenColumns(shape)}
 	s.record = s.recordFailureSQL()
 	return s
 }
 
 // recordFailureSQL is the upsert of one failed attempt. Parameters: $1 id, $2
 // aggregate type, $3 aggregate id, $4 event type, $5 payload, $6 last error, $7
-// backoff min, $8 backoff max (seconds), $9 max attempts, $10 created at (when the
-// table has the column). The conflict target is the table's unique key on id.
+// backoff min, $8 backoff max (seconds), $9 max attempts, then rowTail's from $10.
+// The conflict target is the table's unique key on id.
 func (s *Store) recordFailureSQL() string {
 	names, values := s.rowColumns(10)
 	// OVERRIDING SYSTEM VALUE: the row keeps its id also when the column is
@@ -56,9 +59,8 @@ func (s *Store) recordFailureSQL() string {
 
 // rowColumns are the column list and the values of an event's row in an INSERT:
 // $1 id, $2 aggregate type, $3 aggregate id, $4 event type, $5 payload (text, cast
-// to the column's type; bytes for bytea), and created at as $createdAt when the
-// table has the column.
-func (s *Store) rowColumns(createdAt int) (names, values string) {
+// to the column's type; bytes for bytea), then rowTail's values from $from on.
+func (s *Store) rowColumns(from int) (names, values string) {
 	c := s.cols
 	payload := "$5::text::" + c.shape.PayloadType // jsonb, json: parsed from the published text
 	switch c.shape.PayloadType {
@@ -73,17 +75,40 @@ func (s *Store) rowColumns(createdAt int) (names, values string) {
 	case c.createdAt == "":
 	case c.shape.CreatedAtType == "timestamp":
 		names += ", " + c.createdAt
-		values += fmt.Sprintf(", ($%d::timestamptz AT TIME ZONE 'UTC')", createdAt)
+		values += fmt.Sprintf(", ($%d::timestamptz AT TIME ZONE 'UTC')", from)
+		from++
 	default:
 		names += ", " + c.createdAt
-		values += fmt.Sprintf(", $%d::timestamptz", createdAt)
+		values += fmt.Sprintf(", $%d::timestamptz", from)
+		from++
+	}
+	for _, r := range s.rewrite {
+		names += ", " + r.name
+		values += fmt.Sprintf(", $%d::text::%s", from, r.typ)
+		from++
 	}
 	return names, values
 }
 
-// payloadArg is e's payload as rowColumns' $5 takes it.
+// rowTail are the row's values after the payload, in rowColumns' order: the
+// creation time when the table has the column, then the placed columns'.
+func (s *Store) rowTail(e *outbox.Event) []any {
+	var args []any
+	if s.cols.createdAt != "" {
+		args = append(args, e.CreatedAt)
+	}
+	for _, r := range s.rewrite {
+		args = append(args, r.value(e))
+	}
+	return args
+}
+
+// payloadArg is e's payload as rowColumns' $5 takes it; NULL for a tombstone.
 func (s *Store) payloadArg(e *outbox.Event) any {
-	if s.cols.shape.PayloadType == "bytea" {
+	switch {
+	case e.NullPayload:
+		return nil
+	case s.cols.shape.PayloadType == "bytea":
 		return e.Payload
 	}
 	return string(e.Payload)
@@ -119,10 +144,7 @@ func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failur
 	for _, f := range failures {
 		args := []any{f.Event.ID, f.Event.AggregateType, f.Event.AggregateID, f.Event.EventType, s.payloadArg(f.Event),
 			truncate(f.Err.Error(), 2000), s.policy.BackoffMin.Seconds(), s.policy.BackoffMax.Seconds(), s.policy.MaxAttempts}
-		if s.cols.createdAt != "" {
-			args = append(args, f.Event.CreatedAt)
-		}
-		batch.Queue(s.record, args...)
+		batch.Queue(s.record, append(args, s.rowTail(f.Event)...)...)
 	}
 	if err := q.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("record failed attempts: %w", err)

@@ -201,7 +201,14 @@ func TestEmitPoisonEventGoesToThePoller(t *testing.T) {
 	// The first produce to the "flaky" aggregate type's topic is refused as an
 	// invalid record, an error about the event; the poller's retry is accepted.
 	refuse := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.flaky", Err: kerr.InvalidRecord})
-	startStreaming(t, dbURL, broker, "emit_poison", fastRetries)
+	// The table places a column as header x-tenant: the row the refused event gets
+	// keeps that header there, and the poller publishes it again.
+	if _, err := conn.Exec(ctx, "ALTER TABLE outbox_events ADD COLUMN tenant text"); err != nil {
+		t.Fatal(err)
+	}
+	startStreaming(t, dbURL, broker, "emit_poison", fastRetries, func(c *config) {
+		c.Columns.Headers = []outbox.HeaderColumn{{Column: "tenant", Header: "x-tenant"}}
+	})
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 
 	tx, err := conn.Begin(ctx)
@@ -209,7 +216,7 @@ func TestEmitPoisonEventGoesToThePoller(t *testing.T) {
 		t.Fatal(err)
 	}
 	flaky := outbox.Event{AggregateType: "flaky", AggregateID: "f", EventType: "once", Payload: []byte(`{"n": 1}`),
-		Headers: []outbox.Header{{Key: "traceparent", Value: "00-1-2-01"}}}
+		Headers: []outbox.Header{{Key: "traceparent", Value: "00-1-2-01"}, {Key: "x-tenant", Value: "acme"}}}
 	if err := outbox.Emit(ctx, tx, &flaky); err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +249,13 @@ func TestEmitPoisonEventGoesToThePoller(t *testing.T) {
 	}
 	if n := consumer.Count(flaky.ID); n != 1 {
 		t.Errorf("the refused event was delivered %d times, want once (by the poller)", n)
+	}
+	for _, rec := range consumer.Records {
+		if testenv.Header(rec, "id") == flaky.ID {
+			if got := testenv.Header(rec, "x-tenant"); got != "acme" {
+				t.Errorf("the poller published the refused event with header x-tenant %q, want acme (kept in its row)", got)
+			}
+		}
 	}
 	var rows int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events").Scan(&rows); err != nil {

@@ -199,3 +199,129 @@ func failedTotal(t *testing.T, reg *prometheus.Registry, eventType string) float
 	}
 	return 0
 }
+
+// With --on-publish none, an event whose first publish failed is re-inserted for the
+// poller, its row being gone. The poller then publishes it with the headers, the
+// partition and the trace context of its placed columns, as the stream would have:
+// the re-inserted row carries them. A tombstone (NULL payload) is re-inserted with
+// its NULL.
+func TestNoneModeHandOverKeepsPlacedColumns(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `ALTER TABLE outbox_events ADD COLUMN tenant text, ADD COLUMN priority int,
+		ADD COLUMN part int, ADD COLUMN traceparent text, ALTER COLUMN payload DROP NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	// The broker refuses the first produce request of each topic as an invalid record,
+	// an error about the event, and accepts the poller's retry.
+	var refusals []*kfake.FaultHandle
+	for _, topic := range []string{"outbox.event.flaky", "outbox.event.gone"} {
+		refusals = append(refusals, broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.InvalidRecord}))
+	}
+	rn := start(t, dbURL, broker, "none_placed", fastRetries, func(c *config) {
+		c.OnPublish = poller.None
+		// event_type is a core column placed as a header too, as Debezium's
+		// type:header:eventType does.
+		c.Columns.Headers = []outbox.HeaderColumn{{Column: "tenant", Header: "x-tenant"}, {Column: "priority"},
+			{Column: "event_type", Header: "eventType"}}
+		c.Columns.Partition = "part"
+	})
+	if !rn.waitLog(time.Minute, "msg=streaming") {
+		t.Fatal("the relay did not start streaming")
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	type row struct {
+		aggType, payload, trace string
+		id                      string
+	}
+	rows := []*row{
+		{aggType: "flaky", payload: `{"n": 1}`, trace: "traceparent=" + parent + "\ntracestate=vendor=v1"},
+		{aggType: "gone", trace: parent}, // payload NULL: a tombstone
+	}
+	for _, r := range rows {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var payload *string
+		if r.payload != "" {
+			payload = &r.payload
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload,
+				tenant, priority, part, traceparent)
+			VALUES ($1::text, 'a1', $1::text || '.happened', $2::jsonb, 'acme', 7, 2, $3) RETURNING id::text`,
+			r.aggType, payload, r.trace).Scan(&r.id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM outbox_events WHERE id = $1", r.id); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(rows[0].id) > 0 && consumer.Count(rows[1].id) > 0 }) {
+		t.Fatalf("the poller did not publish both re-inserted events (counts %d and %d)",
+			consumer.Count(rows[0].id), consumer.Count(rows[1].id))
+	}
+	for i, f := range refusals {
+		if f.Hits() != 1 {
+			t.Fatalf("the broker refused %d produce requests for %s, want 1: the first publish did not fail", f.Hits(), rows[i].aggType)
+		}
+	}
+
+	for _, r := range rows {
+		var tenant, trace *string
+		var priority, part *int
+		var nullPayload bool
+		if err := conn.QueryRow(ctx, `SELECT tenant, priority, part, traceparent, payload IS NULL
+			FROM outbox_events WHERE id = $1`, r.id).Scan(&tenant, &priority, &part, &trace, &nullPayload); err != nil {
+			t.Fatalf("re-inserted row %s: %v", r.aggType, err)
+		}
+		if tenant == nil || *tenant != "acme" || priority == nil || *priority != 7 || part == nil || *part != 2 ||
+			trace == nil || *trace != r.trace || nullPayload != (r.payload == "") {
+			t.Errorf("re-inserted row %s: tenant %v, priority %v, part %v, traceparent %v, NULL payload %v; "+
+				"want acme, 7, 2, %q, %v", r.aggType, deref(tenant), deref(priority), deref(part), deref(trace), nullPayload,
+				r.trace, r.payload == "")
+		}
+	}
+	for _, rec := range consumer.Records {
+		var r *row
+		for _, w := range rows {
+			if testenv.Header(rec, "id") == w.id {
+				r = w
+			}
+		}
+		if r == nil {
+			continue
+		}
+		want := map[string]string{"x-tenant": "acme", "priority": "7", "eventType": r.aggType + ".happened",
+			"traceparent": parent, "tracestate": ""}
+		if r.aggType == "flaky" {
+			want["tracestate"] = "vendor=v1"
+		}
+		for k, v := range want {
+			if got := testenv.Header(rec, k); got != v {
+				t.Errorf("%s: header %s = %q, want %q", r.aggType, k, got, v)
+			}
+		}
+		if rec.Partition != 2 {
+			t.Errorf("%s: partition %d, want 2 (the part column)", r.aggType, rec.Partition)
+		}
+		if (rec.Value == nil) != (r.payload == "") {
+			t.Errorf("%s: value %q; a tombstone's must be null, another's not", r.aggType, rec.Value)
+		}
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -254,6 +254,12 @@ func DescribeTable(ctx context.Context, q Querier, table string, cols outbox.Col
 	if _, ok := have[cols.Trace]; !ok {
 		shape.Columns.Trace = "" // the trace column is read only where it exists
 	}
+	for _, col := range shape.Columns.Placed() {
+		if shape.PlacedTypes == nil {
+			shape.PlacedTypes = map[string]string{}
+		}
+		shape.PlacedTypes[col] = have[col].name
+	}
 	if shape.Key, err = uniqueKey(ctx, q, ident, table, cols); err != nil {
 		return shape, err
 	}
