@@ -204,7 +204,7 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 // mode, where its batches say whether the relay is active.
 func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.Poller {
 	pollMode := r.cfg.Mode == ModePoll
-	return poller.New(pool, snk, poller.Config{
+	return poller.New(pool, r.pollerSink(snk), poller.Config{
 		Shape: t.shape, TopicTemplate: t.TopicTemplate, Table: t.name, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
 		BatchSize: r.cfg.PollBatchSize, Workers: r.cfg.pollWorkers(), Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
 		Logger: r.log,

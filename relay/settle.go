@@ -84,7 +84,7 @@ type inflight struct {
 func (p *publisher) publish(ev outbox.Event, at position, txn *replication.Txn, size int) {
 	f := &inflight{ev: ev, pub: p, txn: txn, size: size, at: at}
 	if p.tracer != nil {
-		f.span = p.tracer.start(&f.ev, at.committed)
+		f.span = p.tracer.start(&f.ev, at.committed, byStream)
 	}
 	p.sink.Publish(&f.ev, f)
 }

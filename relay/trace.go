@@ -54,10 +54,17 @@ func sinkSystem(snk sink.Sink) string {
 	return ""
 }
 
+// Publishers, the walrelay.publisher attribute of a span: who handed the event to
+// the sink.
+const (
+	byStream = "stream" // the stream and its catch-up pass
+	byPoller = "poller" // a retry, a handed-over event, a poll-mode publish
+)
+
 // start begins ev's span as a child of the trace context in its headers, if any.
-// committed is its transaction's commit time; zero (the catch-up pass) starts the
-// span now.
-func (t *eventTracer) start(ev *outbox.Event, committed time.Time) trace.Span {
+// committed is its transaction's commit time; zero (the catch-up pass, the poller)
+// starts the span now.
+func (t *eventTracer) start(ev *outbox.Event, committed time.Time, publisher string) trace.Span {
 	ctx := context.Background()
 	if len(ev.Headers) > 0 {
 		ctx = propagation.TraceContext{}.Extract(ctx, headerCarrier(ev.Headers))
@@ -73,6 +80,7 @@ func (t *eventTracer) start(ev *outbox.Event, committed time.Time) trace.Span {
 		attribute.String("walrelay.aggregate_type", ev.AggregateType),
 		attribute.String("walrelay.aggregate_id", ev.AggregateID),
 		attribute.String("walrelay.event_type", ev.EventType),
+		attribute.String("walrelay.publisher", publisher),
 	}
 	if t.system.Valid() {
 		attrs = append(attrs, t.system)
@@ -84,6 +92,31 @@ func (t *eventTracer) start(ev *outbox.Event, committed time.Time) trace.Span {
 		trace.WithTimestamp(committed), trace.WithAttributes(attrs...))
 	span.AddEvent("handed to sink", trace.WithTimestamp(now))
 	return span
+}
+
+// tracedSink gives each event the poller publishes a span of its own, from the
+// hand-over to the broker's verdict: an event's retries are spans beside the
+// stream's first attempt, children of the same writer's span.
+type tracedSink struct {
+	sink.Sink
+	t *eventTracer
+}
+
+// pollerSink is snk as the poller uses it: traced when tracing is on.
+func (r *Relay) pollerSink(snk sink.Sink) sink.Sink {
+	t := newEventTracer(r.cfg.TracerProvider, snk)
+	if t == nil {
+		return snk
+	}
+	return tracedSink{Sink: snk, t: t}
+}
+
+func (s tracedSink) Publish(ev *outbox.Event, done sink.Done) {
+	span := s.t.start(ev, time.Time{}, byPoller)
+	s.Sink.Publish(ev, sink.DoneFunc(func(err error) {
+		finish(span, err)
+		done.Done(err)
+	}))
 }
 
 // finish ends span with the broker's verdict.

@@ -33,10 +33,10 @@ func TestEventSpanContinuesTheWritersTrace(t *testing.T) {
 			{Key: "traceparent", Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 			{Key: "tracestate", Value: "vendor=w1"},
 		}}
-	finish(tr.start(&traced, committed), nil)
+	finish(tr.start(&traced, committed, byStream), nil)
 	bare := outbox.Event{ID: "8d2f1a7f-4c9b-4b62-8f64-2e3c7a4d9f22", AggregateType: "order", AggregateID: "o-2", EventType: "order.created"}
 	refused := errors.New("message too large")
-	finish(tr.start(&bare, time.Time{}), refused)
+	finish(tr.start(&bare, time.Time{}, byPoller), refused)
 
 	ended := spans.Ended()
 	if len(ended) != 2 {
@@ -60,7 +60,8 @@ func TestEventSpanContinuesTheWritersTrace(t *testing.T) {
 		t.Errorf("span events %v, want one \"handed to sink\" between the commit and the end", ev)
 	}
 	want := map[string]string{"messaging.system": "kafka", "messaging.message.id": traced.ID,
-		"messaging.operation.type": "send", "walrelay.event_type": "order.created", "walrelay.aggregate_id": "o-1"}
+		"messaging.operation.type": "send", "walrelay.event_type": "order.created", "walrelay.aggregate_id": "o-1",
+		"walrelay.publisher": "stream"}
 	for _, kv := range s.Attributes() {
 		if w, ok := want[string(kv.Key)]; ok {
 			if kv.Value.Emit() != w {

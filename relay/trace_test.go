@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -122,4 +126,67 @@ func attr(s sdktrace.ReadOnlySpan, key string) string {
 		}
 	}
 	return ""
+}
+
+// An event the broker refuses once is published again by the poller, which gives
+// that attempt a span of its own: the event has the stream's span, with the
+// broker's error, and the poller's, both children of the writer's span.
+func TestPollerRetryHasItsOwnSpan(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, "ALTER TABLE outbox_events ADD COLUMN traceparent text"); err != nil {
+		t.Fatal(err)
+	}
+	refuse := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.flaky", Err: kerr.InvalidRecord})
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	start(t, dbURL, broker, "traced_retry", fastRetries, func(c *config) { c.TracerProvider = tp })
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+
+	wctx, span := sdktrace.NewTracerProvider().Tracer("app").Start(ctx, "checkout")
+	ev := outbox.Event{AggregateType: "flaky", AggregateID: "f", EventType: "once", Payload: []byte(`{"n": 1}`)}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (outbox.Writer{TraceColumn: outbox.DefaultTraceColumn}).Write(wctx, tx, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(ev.ID) > 0 }) {
+		t.Fatal("the refused event was not published again")
+	}
+	if refuse.Hits() != 1 {
+		t.Fatalf("the broker refused %d produce requests, want 1", refuse.Hits())
+	}
+	byPublisher := map[string]sdktrace.ReadOnlySpan{}
+	testenv.WaitFor(t, 30*time.Second, "the stream's and the poller's spans", func() bool {
+		for _, s := range spans.Ended() {
+			if attr(s, "messaging.message.id") == ev.ID {
+				byPublisher[attr(s, "walrelay.publisher")] = s
+			}
+		}
+		return len(byPublisher) == 2
+	})
+	streamed, polled := byPublisher["stream"], byPublisher["poller"]
+	if streamed == nil || polled == nil {
+		t.Fatalf("spans by publisher: %v, want stream and poller", byPublisher)
+	}
+	if streamed.Status().Code != codes.Error || polled.Status().Code == codes.Error {
+		t.Errorf("stream span status %v, poller span status %v; want the broker's error, then none", streamed.Status(), polled.Status())
+	}
+	for name, s := range byPublisher {
+		if !s.Parent().Equal(span.SpanContext().WithRemote(true)) || s.SpanKind() != trace.SpanKindProducer {
+			t.Errorf("%s span: parent %v kind %s, want a producer span, child of the writer's %v", name, s.Parent(), s.SpanKind(), span.SpanContext())
+		}
+	}
+	if !polled.StartTime().After(streamed.StartTime()) {
+		t.Errorf("the poller's span starts %s, not after the stream's %s", polled.StartTime(), streamed.StartTime())
+	}
 }
