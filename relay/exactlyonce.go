@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
@@ -64,7 +65,8 @@ type eoPending struct {
 	ev      *outbox.Event
 	txn     *replication.Txn
 	size    int
-	rowless bool // a table-less event: nothing to mark (message.go)
+	rowless bool       // a table-less event: nothing to mark (message.go)
+	span    trace.Span // nil: tracing off; it ends at the Kafka commit
 }
 
 func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, size int) error {
@@ -82,14 +84,26 @@ func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, 
 		p.leaveOut(poller.Outcome{Event: &ev, Err: reason.(error), LSN: at.lsn}, txn, size)
 		return nil
 	}
-	if err := p.tx.Produce(&ev); err != nil {
-		txn.Done(size, err)
+	return p.produce(eoPending{ev: &ev, txn: txn, size: size}, at)
+}
+
+// produce adds e's event to the open Kafka transaction, committing it once it holds
+// maxBatch events.
+func (p *exactlyOnce) produce(e eoPending, at position) error {
+	if p.pub.tracer != nil {
+		e.span = p.pub.tracer.start(e.ev, at.committed, byStream)
+	}
+	if err := p.tx.Produce(e.ev); err != nil {
+		if e.span != nil {
+			finish(e.span, err)
+		}
+		e.txn.Done(e.size, err)
 		return err
 	}
 	if len(p.batch) == 0 {
 		p.started = time.Now()
 	}
-	p.batch = append(p.batch, eoPending{ev: &ev, txn: txn, size: size})
+	p.batch = append(p.batch, e)
 	if len(p.batch) >= p.maxBatch {
 		return p.commit()
 	}
@@ -124,6 +138,9 @@ func (p *exactlyOnce) commit() error {
 		p.handOver.Store(id, reason) // the next replication session hands it over and commits the rest
 	}
 	for _, b := range p.batch {
+		if b.span != nil {
+			finish(b.span, err)
+		}
 		if err != nil {
 			b.txn.Done(b.size, err)
 			continue

@@ -62,12 +62,18 @@ type rowless inflight
 // publishMessage sends a table-less event to the sink.
 func (p *publisher) publishMessage(ev outbox.Event, at position, txn *replication.Txn, size int) {
 	f := &rowless{ev: ev, pub: p, txn: txn, size: size, at: at}
+	if p.tracer != nil {
+		f.span = p.tracer.start(&f.ev, at.committed, byStream)
+	}
 	p.sink.Publish(&f.ev, f)
 }
 
 // Done takes the sink's verdict: settled at the ack, handed over on an event error.
 func (f *rowless) Done(err error) {
 	p := f.pub
+	if f.span != nil {
+		finish(f.span, err)
+	}
 	switch {
 	case err == nil:
 		p.m.published.Inc()
@@ -185,18 +191,7 @@ func (p *exactlyOnce) message(ev outbox.Event, at position, txn *replication.Txn
 		})
 		return nil
 	}
-	if err := p.tx.Produce(&ev); err != nil {
-		txn.Done(size, err)
-		return err
-	}
-	if len(p.batch) == 0 {
-		p.started = time.Now()
-	}
-	p.batch = append(p.batch, eoPending{ev: &ev, txn: txn, size: size, rowless: true})
-	if len(p.batch) >= p.maxBatch {
-		return p.commit()
-	}
-	return nil
+	return p.produce(eoPending{ev: &ev, txn: txn, size: size, rowless: true}, at)
 }
 
 func (p *exactlyOnce) malformedMessage(row outbox.Event, me *decoder.MessageError, at position, txn *replication.Txn) {

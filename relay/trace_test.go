@@ -2,11 +2,13 @@ package relay_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -15,15 +17,27 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/relay"
 )
 
 // With a TracerProvider, every published event gets exactly one producer span,
-// from its commit to the broker's ack, with the hand-over marked in between.
-// Rows written with a trace column carry the writer's span context; once the
-// relay turns that column into headers, each such event's span is the writer's
-// child (checked for every record that arrives with a traceparent header).
+// from its commit to the broker's ack (exactly once: to its Kafka transaction's
+// commit), with the hand-over marked in between. Rows written with a trace column
+// carry the writer's span context; once the relay turns that column into headers,
+// each such event's span is the writer's child (checked for every record that
+// arrives with a traceparent header), and so is a table-less event's whose
+// headers carry it.
 func TestRelaySpanPerEvent(t *testing.T) {
 	t.Parallel()
+	for _, delivery := range []relay.Delivery{relay.AtLeastOnce, relay.ExactlyOnce} {
+		t.Run(string(delivery), func(t *testing.T) {
+			t.Parallel()
+			testSpanPerEvent(t, delivery)
+		})
+	}
+}
+
+func testSpanPerEvent(t *testing.T, delivery relay.Delivery) {
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t)
 	conn := testenv.Connect(t, dbURL)
@@ -33,8 +47,14 @@ func TestRelaySpanPerEvent(t *testing.T) {
 	}
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	start(t, dbURL, broker, "traced", func(c *config) { c.TracerProvider = tp })
-	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	rn := start(t, dbURL, broker, "traced_"+strings.ReplaceAll(string(delivery), "-", "_"), func(c *config) {
+		c.TracerProvider = tp
+		c.Delivery = delivery
+	})
+	if !rn.waitLog(time.Minute, "msg=streaming") { // the events are the stream's, not a catch-up pass's
+		t.Fatal("the relay did not stream")
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 
 	// Half the events are written inside a span of the application's.
 	writer := sdktrace.NewTracerProvider().Tracer("app")
@@ -65,6 +85,25 @@ func TestRelaySpanPerEvent(t *testing.T) {
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatalf("commit %d: %v", i, err)
 		}
+	}
+	// Table-less events carry the writer's context in their headers.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		wctx, span := writer.Start(ctx, "checkout")
+		ev := outbox.Event{AggregateType: "order", AggregateID: "emitted", EventType: "order.created", Payload: []byte(`{"n": 2}`),
+			Headers: []outbox.Header{{Key: outbox.TraceParentHeader, Value: outbox.TraceColumnValue(wctx, nil)}}}
+		if err := outbox.Emit(ctx, tx, &ev); err != nil {
+			t.Fatal(err)
+		}
+		span.End()
+		writerSpan[ev.ID] = span.SpanContext()
+		createdAt[ev.ID] = ev.CreatedAt
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if !consumer.WaitDistinct(time.Minute, len(createdAt)) {
 		t.Fatalf("delivered %d distinct of %d events", consumer.Distinct(), len(createdAt))
@@ -143,7 +182,10 @@ func TestPollerRetryHasItsOwnSpan(t *testing.T) {
 	refuse := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.flaky", Err: kerr.InvalidRecord})
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	start(t, dbURL, broker, "traced_retry", fastRetries, func(c *config) { c.TracerProvider = tp })
+	rn := start(t, dbURL, broker, "traced_retry", fastRetries, func(c *config) { c.TracerProvider = tp })
+	if !rn.waitLog(time.Minute, "msg=streaming") {
+		t.Fatal("the relay did not stream")
+	}
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 
 	wctx, span := sdktrace.NewTracerProvider().Tracer("app").Start(ctx, "checkout")
