@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,16 +38,22 @@ func TestRelaySpanPerEvent(t *testing.T) {
 	}
 }
 
-func testSpanPerEvent(t *testing.T, delivery relay.Delivery) {
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
-	ctx := context.Background()
-	if _, err := conn.Exec(ctx, "ALTER TABLE outbox_events ADD COLUMN traceparent text"); err != nil {
+// tracedOutbox is a migrated database whose outbox table has a trace column, its
+// broker, and a tracer provider that records the relay's spans.
+func tracedOutbox(t *testing.T) (dbURL string, broker *kfake.Cluster, conn *pgx.Conn, spans *tracetest.SpanRecorder, tp *sdktrace.TracerProvider) {
+	dbURL = testenv.MigratedDatabase(t)
+	broker = testenv.Kafka(t)
+	conn = testenv.Connect(t, dbURL)
+	if _, err := conn.Exec(context.Background(), "ALTER TABLE outbox_events ADD COLUMN traceparent text"); err != nil {
 		t.Fatal(err)
 	}
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	spans = tracetest.NewSpanRecorder()
+	return dbURL, broker, conn, spans, sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+}
+
+func testSpanPerEvent(t *testing.T, delivery relay.Delivery) {
+	dbURL, broker, conn, spans, tp := tracedOutbox(t)
+	ctx := context.Background()
 	rn := start(t, dbURL, broker, "traced_"+strings.ReplaceAll(string(delivery), "-", "_"), func(c *config) {
 		c.TracerProvider = tp
 		c.Delivery = delivery
@@ -172,16 +179,9 @@ func attr(s sdktrace.ReadOnlySpan, key string) string {
 // broker's error, and the poller's, both children of the writer's span.
 func TestPollerRetryHasItsOwnSpan(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn, spans, tp := tracedOutbox(t)
 	ctx := context.Background()
-	if _, err := conn.Exec(ctx, "ALTER TABLE outbox_events ADD COLUMN traceparent text"); err != nil {
-		t.Fatal(err)
-	}
 	refuse := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.flaky", Err: kerr.InvalidRecord})
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	rn := start(t, dbURL, broker, "traced_retry", fastRetries, func(c *config) { c.TracerProvider = tp })
 	if !rn.waitLog(time.Minute, "msg=streaming") {
 		t.Fatal("the relay did not stream")
