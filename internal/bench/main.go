@@ -74,7 +74,7 @@ func parseFlags() (options, error) {
 	var err error
 	var rates, scenarios string
 	flag.IntVar(&o.events, "events", 1_000_000, "backlog rows for the drain scenarios (1 and 2)")
-	flag.IntVar(&o.repeats, "repeats", 4, "rounds of walrelay + pg_recvlogical drains (even: each goes first as often)")
+	flag.IntVar(&o.repeats, "repeats", defaultRepeats, "rounds of walrelay + pg_recvlogical drains (even: each goes first as often)")
 	flag.IntVar(&o.modeEvents, "mode-events", 200_000, "backlog rows per --mode/--on-publish run (scenario 4)")
 	flag.IntVar(&o.pgoutputEvents, "pgoutput-events", 500_000, "backlog rows per round of the pgoutput scenario (pg_recvlogical per pgoutput option set)")
 	flag.StringVar(&rates, "rates", "1000,5000,20000", "load generator rates, events/s (scenario 3)")
@@ -152,6 +152,10 @@ func parseFlags() (options, error) {
 	}
 	return o, nil
 }
+
+// defaultRepeats is -repeats' default: even, so that the relay and pg_recvlogical
+// each drain first in half of the rounds.
+const defaultRepeats = 4
 
 func main() {
 	opts, err := parseFlags()

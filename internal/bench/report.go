@@ -60,7 +60,7 @@ type settingsInfo struct {
 
 // defaults reports whether the sizes are the harness's defaults.
 func (s settingsInfo) defaults() bool {
-	return s.Events == 1_000_000 && s.Repeats == 3 && s.ModeEvents == 200_000 && s.PgoutputEvents == 500_000 && s.RateSeconds == 20 &&
+	return s.Events == 1_000_000 && s.Repeats == defaultRepeats && s.ModeEvents == 200_000 && s.PgoutputEvents == 500_000 && s.RateSeconds == 20 &&
 		slices.Equal(s.Rates, []int{1000, 5000, 20000}) && s.Workers == 8 && s.Partitions == 4 &&
 		s.Aggregates == 10_000 && s.PayloadBytes == 200
 }
