@@ -41,8 +41,10 @@ type StreamConfig struct {
 	// update that moved the confirmed LSN. Both run on the stream's goroutine.
 	OnStart   func()
 	OnConfirm func(pglogrepl.LSN)
-	// BeforeConfirm, when set, is called before a status update would move the
-	// confirmed LSN; an error ends the session without confirming.
+	// BeforeConfirm, when set, must pass before the confirmed LSN moves: a check
+	// that starts once the LSN to confirm was received allows that LSN. It runs on a
+	// goroutine of its own, one at a time, while the stream reads on; an error ends
+	// the session without confirming.
 	BeforeConfirm func(ctx context.Context) error
 	// Messages asks pgoutput for logical decoding messages too (messages 'true',
 	// PostgreSQL 14 and later): the table-less outbox's events.
@@ -73,6 +75,8 @@ func (c *Conn) Stream(ctx context.Context, cfg StreamConfig, wm *Watermark, h Ha
 	}
 	netConn := c.pg.Conn()
 	s := &stream{conn: c, cfg: cfg, wm: wm, h: h, netConn: netConn, batch: newReadBatching(netConn)}
+	s.check.allowed = wm.Confirmable() // the start: confirmed already
+	defer s.check.stop()
 	return s.run(ctx)
 }
 
@@ -86,6 +90,7 @@ type stream struct {
 
 	sent       pglogrepl.LSN // last confirmed LSN sent
 	lastSentAt time.Time
+	check      confirmCheck
 
 	fullSince  time.Time // when reading last paused on a full window
 	lastWarnAt time.Time
@@ -237,20 +242,19 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 	}
 }
 
-// sendStatus sends a standby status update when the confirmable LSN moved, when the
-// keepalive interval passed, or when forced (the server asked for a reply).
+// sendStatus sends a standby status update when the confirmable LSN moved (as far
+// as a passed BeforeConfirm allows), when the keepalive interval passed, or when
+// forced (the server asked for a reply).
 func (s *stream) sendStatus(force bool) error {
 	lsn := s.wm.Confirmable()
-	if !force && lsn == s.sent && time.Since(s.lastSentAt) < s.cfg.KeepaliveInterval {
-		return nil
-	}
-	if lsn != s.sent && s.cfg.BeforeConfirm != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := s.cfg.BeforeConfirm(ctx)
-		cancel()
-		if err != nil {
+	if s.cfg.BeforeConfirm != nil {
+		var err error
+		if lsn, err = s.check.allow(lsn, s.cfg.BeforeConfirm); err != nil {
 			return err
 		}
+	}
+	if !force && lsn == s.sent && time.Since(s.lastSentAt) < s.cfg.KeepaliveInterval {
+		return nil
 	}
 	// Written is reported as the confirmed LSN too: a caught-up walsender sends a
 	// keepalive only while the written position lags its own, and those keepalives
@@ -292,6 +296,11 @@ func (s *stream) shutdown(stopBy time.Time) error {
 			if err != nil {
 				s.cfg.Logger.Warn("stopping with events still in flight; they will be streamed again on the next start",
 					"err", err)
+			}
+			if s.cfg.BeforeConfirm != nil {
+				if err := s.check.finish(s.wm.Confirmable(), s.cfg.BeforeConfirm); err != nil {
+					return err
+				}
 			}
 			if err := s.sendStatus(true); err != nil {
 				return err

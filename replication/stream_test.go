@@ -1,0 +1,120 @@
+package replication_test
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/replication"
+)
+
+// settleAll is a stream handler that settles each insert as it arrives and counts
+// them.
+type settleAll struct {
+	wm      *replication.Watermark
+	inserts atomic.Int64
+	end     atomic.Uint64 // of the last transaction
+}
+
+func (h *settleAll) HandleWAL(_ context.Context, data []byte) error {
+	msg, err := pglogrepl.Parse(data)
+	if err != nil {
+		return err
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.BeginMessage:
+		h.wm.Begin()
+	case *pglogrepl.InsertMessage:
+		h.wm.Track(1).Done(1, nil)
+		h.inserts.Add(1)
+	case *pglogrepl.CommitMessage:
+		h.wm.Commit(m.TransactionEndLSN)
+		h.end.Store(uint64(m.TransactionEndLSN))
+	}
+	return nil
+}
+
+func (h *settleAll) Tick(context.Context) error  { return nil }
+func (h *settleAll) Drain(context.Context) error { return nil }
+
+// The check before a confirmation (the table watch's catalog query) runs beside the
+// reads: while one is held up, the stream goes on reading and settling, and confirms
+// nothing; once it passes, the stream confirms what it allows and, through later
+// checks, the rest.
+func TestReadsGoOnWhileTheConfirmCheckRuns(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dbURL := testenv.MigratedDatabase(t)
+	conn := testenv.Connect(t, dbURL)
+	if _, err := conn.Exec(ctx, "CREATE PUBLICATION checked FOR TABLE outbox_events"); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := replication.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	created, err := rc.CreateSlot(ctx, "checked", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := testenv.SlotLSN(t, conn, "checked")
+
+	checking := make(chan struct{}, 1)
+	release := make(chan struct{})
+	h := &settleAll{wm: replication.NewWatermark(replication.NewWindow(1000, 1<<20), created.ConsistentPoint)}
+	streamCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- rc.Stream(streamCtx, replication.StreamConfig{
+			Slot: "checked", Publication: "checked", StatusInterval: 20 * time.Millisecond,
+			KeepaliveInterval: time.Second, ShutdownTimeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler),
+			BeforeConfirm: func(ctx context.Context) error {
+				select {
+				case checking <- struct{}{}:
+				default:
+				}
+				select {
+				case <-release:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+		}, h.wm, h)
+	}()
+
+	testenv.WriteTx(t, conn, []string{"a"}, "first", 1, false)
+	select {
+	case <-checking: // a check for the first transaction runs, and is held up
+	case err := <-done:
+		t.Fatalf("the stream ended: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no check started after the first transaction")
+	}
+	for range 5 {
+		testenv.WriteTx(t, conn, []string{"b"}, "later", 1, false)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the stream to read on while the check is held up", func() bool {
+		return h.inserts.Load() == 6
+	})
+	if got := testenv.SlotLSN(t, conn, "checked"); got != start {
+		t.Fatalf("the slot confirmed %s while the check was held up, want it at %s", got, start)
+	}
+
+	close(release)
+	end := pglogrepl.LSN(h.end.Load())
+	testenv.WaitFor(t, 30*time.Second, "the slot to confirm the transactions once the checks pass", func() bool {
+		return testenv.SlotLSN(t, conn, "checked") >= end
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+}
