@@ -80,9 +80,7 @@ var debeziumColumns = outbox.Columns{ID: "id", AggregateType: "aggregatetype", A
 // and rows are marked.
 func TestDebeziumTableShape(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	debeziumTable(t, conn, "outbox")
 
@@ -194,9 +192,7 @@ func TestDebeziumTableShape(t *testing.T) {
 // column it goes in physical order, publishes each row once and marks it.
 func TestDebeziumTableShapePollMode(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	debeziumTable(t, conn, "outbox")
 	start(t, dbURL, broker, "unused", fastRetries, func(c *config) {
@@ -457,9 +453,7 @@ func waitDeadLettered(t *testing.T, conn *pgx.Conn, table, id string, attempts i
 // positions, so marking one of them marks no other: every row is delivered, once.
 func TestPartitionedOutboxPollMode(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	execSQL(t, conn, `CREATE TABLE ppev (id uuid NOT NULL DEFAULT gen_random_uuid(), aggregate_type text NOT NULL,
 		aggregate_id text NOT NULL, event_type text NOT NULL, payload jsonb NOT NULL, created_at timestamptz NOT NULL,

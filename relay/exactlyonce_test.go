@@ -138,9 +138,7 @@ func TestExactlyOncePositionFromAnotherClusterIsIgnored(t *testing.T) {
 // row's index covered and skips it, leaving it neither dead-lettered nor published.
 func TestExactlyOnceUnmappableRowIsNeverSkipped(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	if _, err := conn.Exec(ctx, `CREATE SEQUENCE dead_letter_writes;
 		CREATE FUNCTION fail_first_dead_letter() RETURNS trigger LANGUAGE plpgsql AS $$

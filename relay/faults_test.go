@@ -20,9 +20,7 @@ func TestReconnectsAfterServerFaults(t *testing.T) {
 	if pg == nil {
 		t.Log("restart step not run: the tests use an external server (" + testenv.DatabaseURLEnv + ")")
 	}
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	rn := start(t, dbURL, broker, "faults")
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	aggs := aggregates("ft", 8)
@@ -71,9 +69,7 @@ func TestReconnectsAfterServerFaults(t *testing.T) {
 // relay takes it and delivers.
 func TestWaitsForBusySlot(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 
 	hold := holdSlot(t, dbURL, "busy")
 
@@ -113,9 +109,7 @@ func holdSlot(t *testing.T, dbURL, slot string) *pgconn.PgConn {
 // One transaction far larger than the window streams through instead of being held.
 func TestHugeTransactionStreamsThrough(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	start(t, dbURL, broker, "huge", func(c *config) {
 		c.MaxInFlightEvents = 500
 		c.MaxInFlightBytes = 64 << 10

@@ -67,9 +67,7 @@ func streamer(t *testing.T, conn *pgx.Conn, slot string) string {
 // seconds and nothing committed meanwhile is lost.
 func TestStandbyTakesOver(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -136,9 +134,7 @@ func TestStandbyTakesOver(t *testing.T) {
 // leader notices and stops; there is never more than one streamer, and no event is lost.
 func TestSplitBrainAttempt(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	a := startInstance(t, dbURL, broker, "split", "split_a")
 	waitFor(t, 30*time.Second, "split_a to stream", func() bool { return a.leader(t) && streamer(t, conn, "split") == "split_a" })
 	b := startInstance(t, dbURL, broker, "split", "split_b")

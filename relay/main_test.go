@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/walrelay/walrelay/internal/pgcluster"
@@ -29,6 +30,14 @@ type running struct {
 	cancel context.CancelFunc
 	done   chan error
 	logs   *logBuffer
+}
+
+// outboxWithBroker is a migrated database of the test's own, a broker and a
+// connection to the database: most tests' first three lines.
+func outboxWithBroker(t *testing.T) (dbURL string, broker *kfake.Cluster, conn *pgx.Conn) {
+	t.Helper()
+	dbURL = testenv.MigratedDatabase(t)
+	return dbURL, testenv.Kafka(t), testenv.Connect(t, dbURL)
 }
 
 // start runs a relay for dbURL and the broker until the test stops it.

@@ -83,9 +83,7 @@ func recordOf(c *testenv.Consumer, id string) *kgo.Record {
 // transaction never is; neither leaves a row; the slot confirms past them.
 func TestEmitPublishesOnce(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	startStreaming(t, dbURL, broker, "emit_once")
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	ctx := context.Background()
@@ -147,9 +145,7 @@ func TestEmitPublishesOnce(t *testing.T) {
 // one aggregate, one partition, and the order is the order they were written.
 func TestEmitKeepsOrderWithRows(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	startStreaming(t, dbURL, broker, "emit_order")
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	ctx := context.Background()
@@ -194,9 +190,7 @@ func TestEmitKeepsOrderWithRows(t *testing.T) {
 // and the poller publishes it from there; the events around it flow on.
 func TestEmitPoisonEventGoesToThePoller(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	// The first produce to the "flaky" aggregate type's topic is refused as an
 	// invalid record, an error about the event; the poller's retry is accepted.
@@ -276,9 +270,7 @@ func TestEmitPoisonEventGoesToThePoller(t *testing.T) {
 // events and are left alone.
 func TestMalformedMessageIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	rn := startStreaming(t, dbURL, broker, "emit_bad")
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	ctx := context.Background()
@@ -332,9 +324,7 @@ func TestMalformedMessageIsDeadLettered(t *testing.T) {
 // them and repeats none whose transaction it had confirmed.
 func TestEmitRestartLosesNothing(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	writer := testenv.Connect(t, dbURL)
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	rn := startStreaming(t, dbURL, broker, "emit_restart")
@@ -453,9 +443,7 @@ func TestExactlyOnceEmittedEvents(t *testing.T) {
 // of a row the poller could not be given.
 func TestEmitRefusedPayloadTheTableCannotHoldIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	refuse := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "outbox.event.binary", Err: kerr.InvalidRecord})
 	startStreaming(t, dbURL, broker, "emit_binary", fastRetries)
@@ -500,9 +488,7 @@ func TestEmitRefusedPayloadTheTableCannotHoldIsDeadLettered(t *testing.T) {
 // without created_at) and published by its poller.
 func TestEmitToTheSecondTable(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	execSQL(t, conn, `CREATE SCHEMA tenant_b`)
 	debeziumTable(t, conn, "tenant_b.outbox")

@@ -25,9 +25,7 @@ import (
 // and caught up; /healthz and /readyz answer.
 func TestMetricsReflectWorkload(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	reg := prometheus.NewRegistry()
 	addr := freeAddr(t)
 	start(t, dbURL, broker, "metrics", fastRetries, func(c *config) {
@@ -124,9 +122,7 @@ walrelay_slot_active{slot="metrics"} 1
 // another table, the slot's lag comes back under a small bound on its own.
 func TestIdleSlotFollowsBusyDatabase(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	start(t, dbURL, broker, "idle")
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	if !consumer.WaitDistinct(time.Minute, len(testenv.WriteTx(t, conn, []string{"i"}, "warm", 1, false))) {
@@ -163,9 +159,7 @@ func TestIdleSlotFollowsBusyDatabase(t *testing.T) {
 // moved the slot.)
 func TestHeartbeatAdvancesSlot(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	start(t, dbURL, broker, "heartbeat", func(c *config) { c.HeartbeatInterval = 200 * time.Millisecond })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	if !consumer.WaitDistinct(time.Minute, len(testenv.WriteTx(t, conn, []string{"h"}, "warm", 1, false))) {

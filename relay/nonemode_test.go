@@ -115,9 +115,7 @@ func TestNoneModeHandOverIsNotStreamedAgain(t *testing.T) {
 // stays in the table, marked processed.
 func TestNoneModeNeverDeletes(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	// The broker refuses the first produce request for the topic of aggregate type
 	// "flaky" (the default template: outbox.event.{aggregate_type}) as an invalid
@@ -207,9 +205,7 @@ func failedTotal(t *testing.T, reg *prometheus.Registry, eventType string) float
 // its NULL.
 func TestNoneModeHandOverKeepsPlacedColumns(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	if _, err := conn.Exec(ctx, `ALTER TABLE outbox_events ADD COLUMN tenant text, ADD COLUMN priority int,
 		ADD COLUMN part int, ADD COLUMN traceparent text, ALTER COLUMN payload DROP NOT NULL`); err != nil {

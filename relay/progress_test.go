@@ -36,9 +36,7 @@ func count(t *testing.T, conn *pgx.Conn, query string, args ...any) int {
 // status empty once the published horizon covers the rows.
 func TestProgressIsTheStreamDefault(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	reg := prometheus.NewRegistry()
 	startedAt := time.Now()
 	rn := start(t, dbURL, broker, "progress_default", func(c *config) {
@@ -95,9 +93,7 @@ func TestProgressIsTheStreamDefault(t *testing.T) {
 func TestProgressSlotLossRepublishesOnlyPastTheHorizon(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	fast := func(c *config) { c.ProgressInterval = 100 * time.Millisecond }
 

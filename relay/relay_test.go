@@ -22,9 +22,7 @@ import (
 // tables, updates and deletes never show up.
 func TestEndToEnd(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	if _, err := conn.Exec(ctx, "CREATE TABLE other (id serial PRIMARY KEY, v text)"); err != nil {
 		t.Fatal(err)
@@ -142,9 +140,7 @@ func TestEndToEnd(t *testing.T) {
 // when it starts again: each exactly once across clean stops.
 func TestCatchUpAndDowntime(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	writer := testenv.Connect(t, dbURL)
 	aggs := aggregates("cu", 20)
 

@@ -116,9 +116,7 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 // drains once it returns.
 func TestBrokerOutageHandsNothingOver(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	start(t, dbURL, broker, "outage", fastRetries, func(c *config) { c.Sinks.Kafka.EventTimeout = time.Second })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	aggs := aggregates("out", 30)
@@ -244,9 +242,7 @@ func TestPollModeConcurrentPollers(t *testing.T) {
 // backlog drains without waiting for the interval (an hour here) and in order.
 func TestPollWorkersDrainOneAggregate(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	var written []outbox.Event
 	for i := 0; i < 40; i++ {
 		written = append(written, testenv.WriteTx(t, conn, []string{"hot"}, fmt.Sprintf("t%d", i), 50, false)...)

@@ -225,9 +225,7 @@ func twoTables(t *testing.T, delivery relay.Delivery) {
 // once each to their table's topic and marked in their table.
 func TestTwoTablesPollMode(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	execSQL(t, conn, `CREATE SCHEMA tenant_b`)
 	debeziumTable(t, conn, "tenant_b.outbox")

@@ -19,9 +19,7 @@ import (
 // refuse the replaced table on the next start too.
 func TestOutboxTableReplacedUnderTheStream(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	ctx := context.Background()
 	rn := start(t, dbURL, broker, "swapped")
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
@@ -76,9 +74,7 @@ func TestOutboxTableReplacedUnderTheStream(t *testing.T) {
 // the relay streams, it stops the relay.
 func TestSecondOutboxTableReplaced(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	broker := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
+	dbURL, broker, conn := outboxWithBroker(t)
 	execSQL(t, conn, `CREATE SCHEMA tenant_b; CREATE TABLE tenant_b.outbox (LIKE outbox_events INCLUDING ALL)`)
 	twoTables := func(c *config) {
 		c.Publication = "swapped_b"

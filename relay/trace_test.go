@@ -41,9 +41,7 @@ func TestRelaySpanPerEvent(t *testing.T) {
 // tracedOutbox is a migrated database whose outbox table has a trace column, its
 // broker, and a tracer provider that records the relay's spans.
 func tracedOutbox(t *testing.T) (dbURL string, broker *kfake.Cluster, conn *pgx.Conn, spans *tracetest.SpanRecorder, tp *sdktrace.TracerProvider) {
-	dbURL = testenv.MigratedDatabase(t)
-	broker = testenv.Kafka(t)
-	conn = testenv.Connect(t, dbURL)
+	dbURL, broker, conn = outboxWithBroker(t)
 	if _, err := conn.Exec(context.Background(), "ALTER TABLE outbox_events ADD COLUMN traceparent text"); err != nil {
 		t.Fatal(err)
 	}
