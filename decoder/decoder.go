@@ -109,6 +109,8 @@ type target struct {
 	names [numColumns]string
 	// placed are the columns read as headers, partition and trace context.
 	placed []placed
+	// maxHeaders is how many headers the placed columns make at most.
+	maxHeaders int
 }
 
 // New returns a decoder for inserts into schema.table (e.g. "public", "outbox_events")
@@ -124,8 +126,9 @@ func New(schema, table string, cols outbox.Columns) *Decoder {
 func NewTables(tables []Table) *Decoder {
 	d := &Decoder{rels: make(map[uint32]*relation)}
 	for i, t := range tables {
+		placed := placedOf(t.Columns)
 		d.tables = append(d.tables, target{schema: t.Schema, table: t.Name, qualified: t.Schema + "." + t.Name,
-			index: i, names: columnNames(t.Columns), placed: placedOf(t.Columns)})
+			index: i, names: columnNames(t.Columns), placed: placed, maxHeaders: maxHeaders(placed)})
 	}
 	return d
 }

@@ -177,42 +177,34 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, tupl
 	}
 	buf := d.carve(total)
 	off := 0
-	take := func(f int) (int, int) {
-		s := spans[f]
+	take := func(s span) (int, int) {
 		start := off
 		off += copy(buf[off:], data[s.off:s.off+s.n])
 		return start, off
 	}
-	str := func(f int) string {
-		start, end := take(f)
+	str := func(s span) string {
+		start, end := take(s)
 		if start == end {
 			return ""
 		}
 		return unsafe.String(&buf[start], end-start)
 	}
 	*ev = outbox.Event{
-		ID:            str(fieldID),
-		AggregateType: str(fieldAggregateType),
-		AggregateID:   str(fieldAggregateID),
-		EventType:     str(fieldEventType),
+		ID:            str(spans[fieldID]),
+		AggregateType: str(spans[fieldAggregateType]),
+		AggregateID:   str(spans[fieldAggregateID]),
+		EventType:     str(spans[fieldEventType]),
 		CreatedAt:     createdAt,
 	}
 	if len(rel.placedPos) > 0 {
-		fillPlaced(rel, tuple, ev, func(s span) string {
-			start := off
-			off += copy(buf[off:], data[s.off:s.off+s.n])
-			if start == off {
-				return ""
-			}
-			return unsafe.String(&buf[start], off-start)
-		})
+		fillPlaced(rel, tuple, ev, str)
 	}
 	if nullPayload {
 		ev.NullPayload = true
 		return nil
 	}
 	if !rel.payloadBytea {
-		start, end := take(fieldPayload)
+		start, end := take(spans[fieldPayload])
 		ev.Payload = buf[start:end:end]
 		return nil
 	}
@@ -232,15 +224,6 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, tupl
 // fillPlaced sets ev's headers, partition and trace headers from the placed
 // columns, their text copied by str. A NULL value leaves its header out.
 func fillPlaced(rel *relation, tuple []span, ev *outbox.Event, str func(span) string) {
-	n := 0
-	for _, pc := range rel.t.placed {
-		switch pc.kind {
-		case placedHeader:
-			n++
-		case placedTrace:
-			n += 2
-		}
-	}
 	var hs []outbox.Header // allocated with the first header
 	for k, pc := range rel.t.placed {
 		pos := rel.placedPos[k]
@@ -253,7 +236,7 @@ func fillPlaced(rel *relation, tuple []span, ev *outbox.Event, str func(span) st
 		}
 		v := str(s)
 		if hs == nil && pc.kind != placedPartition {
-			hs = make([]outbox.Header, 0, n)
+			hs = make([]outbox.Header, 0, rel.t.maxHeaders)
 		}
 		switch pc.kind {
 		case placedHeader:

@@ -91,11 +91,12 @@ func (d *Decoder) decodeMessage(data []byte, m *Message) error {
 
 // tableIndex finds a table by name or schema.name (public when none), or -1.
 func (d *Decoder) tableIndex(name string) int {
-	if !strings.Contains(name, ".") {
-		name = "public." + name
+	schema, table, ok := strings.Cut(name, ".")
+	if !ok {
+		schema, table = "public", name
 	}
 	for _, t := range d.tables {
-		if t.qualified == name {
+		if t.schema == schema && t.table == table {
 			return t.index
 		}
 	}

@@ -82,6 +82,21 @@ func placedOf(c outbox.Columns) []placed {
 	return out
 }
 
+// maxHeaders is how many headers placed columns make at most: one per header
+// column, two (traceparent, tracestate) for the trace column.
+func maxHeaders(placed []placed) int {
+	n := 0
+	for _, pc := range placed {
+		switch pc.kind {
+		case placedHeader:
+			n++
+		case placedTrace:
+			n += 2
+		}
+	}
+	return n
+}
+
 // relation is the cached layout of an outbox table.
 type relation struct {
 	t     *target // the configured table it is
