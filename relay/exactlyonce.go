@@ -77,10 +77,9 @@ func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, 
 		p.pub.acked(poller.Outcome{Event: &ev, Covered: true}, txn, size)
 		return nil
 	}
-	if reason, ok := p.handOver.Load(ev.ID); ok {
+	if reason, ok := p.handOver.LoadAndDelete(ev.ID); ok {
 		// It poisoned an earlier Kafka transaction: record the failed attempt for
 		// the poller (at least once from there) and leave it out.
-		p.handOver.Delete(ev.ID)
 		p.leaveOut(poller.Outcome{Event: &ev, Err: reason.(error), LSN: at.lsn}, txn, size)
 		return nil
 	}

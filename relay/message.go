@@ -62,10 +62,7 @@ type rowless inflight
 // publishMessage sends a table-less event to the sink.
 func (p *publisher) publishMessage(ev outbox.Event, at position, txn *replication.Txn, size int) {
 	f := &rowless{ev: ev, pub: p, txn: txn, size: size, at: at}
-	if p.tracer != nil {
-		f.span = p.tracer.start(&f.ev, at.committed, byStream)
-	}
-	p.sink.Publish(&f.ev, f)
+	p.send((*inflight)(f), f)
 }
 
 // Done takes the sink's verdict: settled at the ack, handed over on an event error.
@@ -184,8 +181,7 @@ func (p *exactlyOnce) message(ev outbox.Event, at position, txn *replication.Txn
 		txn.Done(size, nil)
 		return nil
 	}
-	if reason, ok := p.handOver.Load(ev.ID); ok {
-		p.handOver.Delete(ev.ID)
+	if reason, ok := p.handOver.LoadAndDelete(ev.ID); ok {
 		p.leaveOutWith(func(then func(error)) {
 			p.pub.handOverMessage(&ev, reason.(error), at, txn, size, then)
 		})

@@ -83,10 +83,16 @@ type inflight struct {
 // publish sends ev, an event of txn, to the sink.
 func (p *publisher) publish(ev outbox.Event, at position, txn *replication.Txn, size int) {
 	f := &inflight{ev: ev, pub: p, txn: txn, size: size, at: at}
+	p.send(f, f)
+}
+
+// send starts f's span, when tracing is on, and hands its event to the sink, which
+// tells done.
+func (p *publisher) send(f *inflight, done sink.Done) {
 	if p.tracer != nil {
-		f.span = p.tracer.start(&f.ev, at.committed, byStream)
+		f.span = p.tracer.start(&f.ev, f.at.committed, byStream)
 	}
-	p.sink.Publish(&f.ev, f)
+	p.sink.Publish(&f.ev, done)
 }
 
 // Done takes the sink's verdict.
