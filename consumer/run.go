@@ -59,7 +59,8 @@ type Config struct {
 	// until the application sets one).
 	TracerProvider trace.TracerProvider
 	// Propagator reads the trace context from the record's headers; nil: the
-	// global propagator when it reads traceparent, else W3C Trace Context.
+	// global propagator as Run starts, when it reads traceparent, else W3C Trace
+	// Context.
 	Propagator propagation.TextMapPropagator
 
 	// afterDBCommit, set only by tests, runs after a record's transaction committed

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/walrelay/walrelay/internal/tracectx"
 )
 
 // tracerName identifies the consumer's spans (the instrumentation scope).
@@ -21,7 +23,7 @@ const tracerName = "github.com/walrelay/walrelay/consumer"
 // of the span that wrote the event. It uses the global propagator when the
 // application set one that reads traceparent, else W3C Trace Context.
 func ContextFromHeaders(ctx context.Context, rec *kgo.Record) context.Context {
-	return tracePropagator(nil).Extract(ctx, HeaderCarrier{rec})
+	return tracectx.Propagator(nil).Extract(ctx, HeaderCarrier{rec})
 }
 
 // HeaderCarrier lets a propagator read and write a record's headers.
@@ -50,22 +52,6 @@ func (c HeaderCarrier) Keys() []string {
 	return keys
 }
 
-// tracePropagator is p, or the global propagator when it reads traceparent, or W3C
-// Trace Context: the global one is a no-op until the application sets it, and
-// dropping the writer's trace for that reason would go unnoticed.
-func tracePropagator(p propagation.TextMapPropagator) propagation.TextMapPropagator {
-	if p != nil {
-		return p
-	}
-	global := otel.GetTextMapPropagator()
-	for _, f := range global.Fields() {
-		if f == "traceparent" {
-			return global
-		}
-	}
-	return propagation.TraceContext{}
-}
-
 // tracing starts Run's span for each record.
 type tracing struct {
 	tracer     trace.Tracer
@@ -76,14 +62,14 @@ func newTracing(tp trace.TracerProvider, p propagation.TextMapPropagator) tracin
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	return tracing{tracer: tp.Tracer(tracerName), propagator: p}
+	return tracing{tracer: tp.Tracer(tracerName), propagator: tracectx.Propagator(p)}
 }
 
 // start begins rec's consumer span, a child of the trace context in its headers.
 // Attributes are only built for a span that records, so that the global no-op
 // provider costs next to nothing.
 func (t tracing) start(ctx context.Context, rec *kgo.Record, id string) (context.Context, trace.Span) {
-	ctx = tracePropagator(t.propagator).Extract(ctx, HeaderCarrier{rec})
+	ctx = t.propagator.Extract(ctx, HeaderCarrier{rec})
 	ctx, span := t.tracer.Start(ctx, "process", trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		span.SetName("process " + rec.Topic)

@@ -3,8 +3,9 @@ package outbox
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/walrelay/walrelay/internal/tracectx"
 )
 
 // TraceColumnValue is what a Writer stores in its trace column for ctx: the W3C
@@ -20,22 +21,6 @@ import (
 // writes traceparent, else W3C Trace Context.
 func TraceColumnValue(ctx context.Context, p propagation.TextMapPropagator) string {
 	carrier := propagation.MapCarrier{}
-	tracePropagator(p).Inject(ctx, carrier)
+	tracectx.Propagator(p).Inject(ctx, carrier)
 	return TraceColumnContent(carrier[TraceParentHeader], carrier[TraceStateHeader])
-}
-
-// tracePropagator is p, or the global propagator when it writes traceparent, or
-// W3C Trace Context: the global one is a no-op until the application sets it, and
-// a trace column holding nothing for that reason would be a silent loss.
-func tracePropagator(p propagation.TextMapPropagator) propagation.TextMapPropagator {
-	if p != nil {
-		return p
-	}
-	global := otel.GetTextMapPropagator()
-	for _, f := range global.Fields() {
-		if f == TraceParentHeader {
-			return global
-		}
-	}
-	return propagation.TraceContext{}
 }
