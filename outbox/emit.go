@@ -45,7 +45,7 @@ func EmitSQL(ctx context.Context, tx *sql.Tx, e *Event) error {
 
 // emitSQL writes one transactional logical message. The bytea overload keeps the
 // content byte-exact; text would be checked against the database encoding.
-const emitSQL = "SELECT pg_logical_emit_message(true, $1, $2::bytea)::text"
+const emitSQL = "SELECT pg_logical_emit_message(true, $1, $2::bytea)"
 
 // Emit writes e inside the caller's pgx transaction; see the package function Emit.
 func (m Emitter) Emit(ctx context.Context, tx pgx.Tx, e *Event) error {
@@ -53,8 +53,7 @@ func (m Emitter) Emit(ctx context.Context, tx pgx.Tx, e *Event) error {
 	if err != nil {
 		return err
 	}
-	var lsn string
-	if err := tx.QueryRow(ctx, emitSQL, prefix, content).Scan(&lsn); err != nil {
+	if _, err := tx.Exec(ctx, emitSQL, prefix, content); err != nil {
 		return fmt.Errorf("emit outbox event %s: %w", e.ID, err)
 	}
 	return nil
@@ -66,8 +65,7 @@ func (m Emitter) EmitSQL(ctx context.Context, tx *sql.Tx, e *Event) error {
 	if err != nil {
 		return err
 	}
-	var lsn string
-	if err := tx.QueryRowContext(ctx, emitSQL, prefix, content).Scan(&lsn); err != nil {
+	if _, err := tx.ExecContext(ctx, emitSQL, prefix, content); err != nil {
 		return fmt.Errorf("emit outbox event %s: %w", e.ID, err)
 	}
 	return nil

@@ -167,12 +167,10 @@ func (m *messageReader) bytes(what string) []byte {
 	if m.err != nil {
 		return nil
 	}
-	l, n := binary.Uvarint(m.b[m.off:])
-	if n <= 0 {
-		m.fail("%s length is not a valid uvarint or runs past the end (%d bytes)", what, len(m.b))
+	l := m.uvarint(what + " length")
+	if m.err != nil {
 		return nil
 	}
-	m.off += n
 	if l > uint64(len(m.b)-m.off) {
 		m.fail("%s length %d runs past the end (%d bytes)", what, l, len(m.b))
 		return nil
@@ -200,7 +198,7 @@ func validate(e *Event) error {
 		return errInvalid
 	}
 	if len(e.Payload) == 0 {
-		return errors.New("outbox event needs a Payload")
+		return errors.New("outbox event needs a Payload (JSON for Write)")
 	}
 	return nil
 }

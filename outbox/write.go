@@ -66,11 +66,8 @@ func (w Writer) WriteSQL(ctx context.Context, tx *sql.Tx, e *Event) error {
 }
 
 func (w Writer) insert(ctx context.Context, e *Event) (string, []any, error) {
-	if e.AggregateType == "" || e.AggregateID == "" || e.EventType == "" {
-		return "", nil, errors.New("outbox event needs AggregateType, AggregateID and EventType")
-	}
-	if len(e.Payload) == 0 {
-		return "", nil, errors.New("outbox event needs a JSON Payload")
+	if err := validate(e); err != nil {
+		return "", nil, err
 	}
 	ident := w.ident()
 	// The payload goes as text so both drivers send it the same way; PostgreSQL

@@ -20,29 +20,21 @@ func ScanEvent(row pgx.Row, cols outbox.Columns, extra ...any) (ev outbox.Event,
 	var payload *[]byte
 	var created pgtype.Timestamptz
 	dest := []any{&id, &aggType, &aggID, &eventType, &payload, &created}
-	placed := make([]*string, len(cols.Headers), len(cols.Headers)+2)
+	headers := make([]*string, len(cols.Headers))
+	for i := range headers {
+		dest = append(dest, &headers[i])
+	}
 	var partition, trace *string
 	if cols.Partition != "" {
-		placed = append(placed, nil)
+		dest = append(dest, &partition)
 	}
 	if cols.Trace != "" {
-		placed = append(placed, nil)
-	}
-	for i := range placed {
-		dest = append(dest, &placed[i])
+		dest = append(dest, &trace)
 	}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return ev, nil, err
 	}
-	i := len(cols.Headers)
-	if cols.Partition != "" {
-		partition = placed[i]
-		i++
-	}
-	if cols.Trace != "" {
-		trace = placed[i]
-	}
-	ev.Headers = placedHeaders(cols, placed[:len(cols.Headers)], trace)
+	ev.Headers = placedHeaders(cols, headers, trace)
 	if partition != nil {
 		ev.Partition = *partition
 	}

@@ -322,10 +322,10 @@ func (s *Store) DeletePublished(ctx context.Context, olderThan time.Duration, ba
 	}
 	sql := "DELETE FROM " + s.table + " WHERE " + c.id + " IN (SELECT " + c.id + " FROM " + s.table +
 		" WHERE " + c.createdAt + " < " + cutoff + " AND processed_at IS NULL AND retry_after IS NULL AND dead_lettered_at IS NULL" +
-		" AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) < (SELECT walrelay_horizon(" + quoteLiteral(s.table) + "::regclass)) LIMIT $2)"
+		" AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) < (SELECT walrelay_horizon($3::text::regclass)) LIMIT $2)"
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, sql, olderThan.Seconds(), batchSize)
+		tag, err := s.pool.Exec(ctx, sql, olderThan.Seconds(), batchSize, s.table)
 		if err != nil {
 			return total, fmt.Errorf("delete published rows: %w", err)
 		}
@@ -335,9 +335,6 @@ func (s *Store) DeletePublished(ctx context.Context, olderThan time.Duration, ba
 		}
 	}
 }
-
-// quoteLiteral quotes s as an SQL string literal.
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

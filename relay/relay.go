@@ -440,8 +440,8 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 // checkProgressSchema finds out whether the database keeps published horizons, which
 // --on-publish progress needs.
 func (r *Relay) checkProgressSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	if err := pool.QueryRow(ctx, "SELECT to_regclass('walrelay_progress') IS NOT NULL AND to_regproc('walrelay_full_xid') IS NOT NULL").
-		Scan(&r.horizons); err != nil {
+	var err error
+	if r.horizons, err = replication.HasHorizons(ctx, pool); err != nil {
 		return errorf("look up walrelay_progress", err)
 	}
 	if !r.horizons && r.cfg.OnPublish == poller.Progress {

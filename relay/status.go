@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,9 +120,9 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	// Where the database keeps published horizons (migration 7), a row is pending
 	// when it is not published by the derived rule (docs/design.md invariant 10),
 	// which reads every row not marked: a scan of the table's unmarked rows.
-	var horizons bool
-	if err := conn.QueryRow(ctx, "SELECT to_regproc('walrelay_published') IS NOT NULL").Scan(&horizons); err != nil {
-		return nil, errorf("look up walrelay_published", err)
+	horizons, err := replication.HasHorizons(ctx, conn)
+	if err != nil {
+		return nil, errorf("look up walrelay_progress", err)
 	}
 	if horizons {
 		var at *time.Time
@@ -170,14 +169,18 @@ func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig, horizon
 	}
 	pending := "processed_at IS NULL"
 	if horizons {
-		pending = "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, (SELECT walrelay_horizon(" +
-			quoteLiteral(shape.Ident()) + "::regclass)), (SELECT walrelay_next_xid()))"
+		pending = "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, " +
+			"(SELECT walrelay_horizon($1::text::regclass)), (SELECT walrelay_next_xid()))"
+	}
+	var args []any
+	if horizons {
+		args = append(args, shape.Ident())
 	}
 	var oldest *float64
 	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),
 			count(*) FILTER (WHERE dead_lettered_at IS NOT NULL),
 			extract(epoch FROM now() - min(`+created+`) FILTER (WHERE dead_lettered_at IS NULL))::float8
-		FROM `+shape.Ident()+` WHERE `+pending).Scan(&ts.PendingRows, &ts.DeadLetters, &oldest)
+		FROM `+shape.Ident()+` WHERE `+pending, args...).Scan(&ts.PendingRows, &ts.DeadLetters, &oldest)
 	if err != nil {
 		return TableStatus{}, errorf("read outbox table "+t.Table+" (run walrelay migrate?)", err)
 	}
@@ -186,9 +189,6 @@ func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig, horizon
 	}
 	return ts, nil
 }
-
-// quoteLiteral quotes s as an SQL string literal.
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func deref(s *string) string {
 	if s == nil {

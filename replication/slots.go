@@ -138,6 +138,15 @@ func TakeHorizon(ctx context.Context, q execer) (Published, error) {
 	return Published{XID: uint64(xid), LSN: at}, nil
 }
 
+// HasHorizons reports whether the database keeps published horizons: migration 7's
+// walrelay_progress table and the functions of the derived rule.
+func HasHorizons(ctx context.Context, q execer) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT to_regclass('walrelay_progress') IS NOT NULL
+		AND to_regproc('walrelay_full_xid') IS NOT NULL AND to_regproc('walrelay_published') IS NOT NULL`).Scan(&ok)
+	return ok, err
+}
+
 // Published is a published horizon: every transaction with an xid below XID had
 // finished, with its commit record before LSN, and the relay confirmed LSN.
 type Published struct {

@@ -240,12 +240,11 @@ func newRecord(topic sink.Template, topics *topicCache, e *outbox.Event, done si
 // promise is the one callback every record shares.
 func (s *Sink) promise(kr *kgo.Record, err error) {
 	r := (*record)(unsafe.Pointer(kr))
-	switch {
-	case err == nil:
+	if err == nil {
 		r.done.Done(nil)
-	case partitionFault(kr) != nil:
-		r.done.Done(&sink.EventError{Err: partitionFault(kr)})
-	default:
+	} else if pf := partitionFault(kr); pf != nil {
+		r.done.Done(&sink.EventError{Err: pf})
+	} else {
 		r.done.Done(classify(err))
 	}
 	*r = record{}

@@ -36,17 +36,17 @@ local window = tonumber(ARGV[1])
 local trim = tonumber(ARGV[2]) > 0
 local out = {}
 local a = 2
+local names = {'id', 'event_type', 'aggregate_type', 'aggregate_id', 'created_at', 'payload'}
 for i = 1, #KEYS / 2 do
   local stream, dedup = KEYS[2 * i - 1], KEYS[2 * i]
   local extra = tonumber(ARGV[a + 7])
-  local args = {}
+  local args
   if trim then
     args = {stream, 'MAXLEN', '~', ARGV[2], '*'}
   else
     args = {stream, '*'}
   end
   local n = #args
-  local names = {'id', 'event_type', 'aggregate_type', 'aggregate_id', 'created_at', 'payload'}
   for k = 1, 6 do
     args[n + 2 * k - 1] = names[k]
     args[n + 2 * k] = ARGV[a + k]
