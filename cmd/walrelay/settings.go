@@ -382,7 +382,8 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 	}
 	var eoSink, partitionSink error
 	if cfg.Delivery == relay.ExactlyOnce && s.sinks.Kind != sinks.Kafka {
-		eoSink = fmt.Errorf("delivery exactly-once needs --sink kafka, not %s", s.sinks.Kind)
+		eoSink = fmt.Errorf("delivery exactly-once needs --sink kafka (its transactions carry the stream position), not %s; "+
+			"use --delivery at-least-once and let consumers deduplicate on the event id", s.sinks.Kind)
 	}
 	if s.sinks.Kind != sinks.Kafka {
 		for _, t := range cfg.OutboxTables() {
