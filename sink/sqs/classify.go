@@ -57,7 +57,7 @@ func classify(err error) class {
 	}
 	var apiErr smithy.APIError
 	if !errors.As(err, &apiErr) {
-		return retry // no answer, or one that could not be read
+		return retry // no answer, or not one SQS would give (a proxy's error page, say)
 	}
 	code := apiErr.ErrorCode()
 	switch {
@@ -72,7 +72,7 @@ func classify(err error) class {
 	case apiErr.ErrorFault() == smithy.FaultClient:
 		return refused
 	}
-	var respErr *awshttp.ResponseError
+	var respErr *awshttp.ResponseError // an error of no known fault: its HTTP status decides
 	if errors.As(err, &respErr) {
 		if s := respErr.HTTPStatusCode(); s >= 500 || s == http.StatusTooManyRequests {
 			return retry
