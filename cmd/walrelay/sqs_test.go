@@ -70,28 +70,12 @@ func TestSQSCrashLosesNothing(t *testing.T) {
 	}
 	relay.stop(10 * time.Second)
 
-	seq := map[string]int{}
+	ids := make([]string, len(written))
 	for i, e := range written {
-		seq[e.ID] = i
+		ids[i] = e.ID
 	}
-	seen := map[string]int{}
-	last := map[string]int{}
-	for _, m := range srv.Messages(queue) {
-		id := m.Attributes["id"]
-		seen[id]++
-		i, ok := seq[id]
-		if !ok {
-			t.Fatalf("unknown event %s in the queue", id)
-		}
-		if prev, ok := last[m.GroupID]; ok && i < prev {
-			t.Fatalf("aggregate %s: event %s (commit position %d) stored after position %d", m.GroupID, id, i, prev)
-		}
-		last[m.GroupID] = i
-	}
-	for _, e := range written {
-		if seen[e.ID] != 1 {
-			t.Fatalf("event %s stored %d times, want 1", e.ID, seen[e.ID])
-		}
+	if err := srv.CheckDelivery(queue, ids); err != nil {
+		t.Fatal(err)
 	}
 	sent := 0
 	for _, r := range srv.Requests() {

@@ -48,23 +48,10 @@ func benchRelayDrain(b *testing.B) {
 	slot := fmt.Sprintf("bench_sqs_%d", b.N)
 	run := func() (stop func()) {
 		snk := newSink(b, config(srv, sqsDefaultTemplate))
-		cfg := relay.DefaultConfig()
-		cfg.DatabaseURL, cfg.Slot, cfg.Sink = dbURL, slot, snk
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		r, err := relay.New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				b.Errorf("relay.Run: %v", err)
-			}
-			snk.Close()
-		}
+		stopRelay := testenv.RunRelay(b, dbURL, slot, snk, &testenv.LogBuffer{}, func(c *relay.Config) {
+			c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		})
+		return func() { stopRelay(); snk.Close() }
 	}
 	stop := run()
 	if !testenv.Eventually(time.Minute, func() bool { return testenv.SlotLSN(b, conn, slot) != 0 }) {

@@ -23,27 +23,9 @@ import (
 // poller retries (three attempts) so that a refused event becomes a dead letter soon.
 func startRelay(t *testing.T, dbURL, slot string, snk sink.Sink, logs *testenv.LogBuffer) {
 	t.Helper()
-	cfg := relay.DefaultConfig()
-	cfg.DatabaseURL, cfg.Slot, cfg.Sink = dbURL, slot, snk
-	cfg.ReconnectMin, cfg.ReconnectMax = 100*time.Millisecond, time.Second
-	cfg.Retry = poller.Policy{MaxAttempts: 3, BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
-	cfg.PollInterval = 50 * time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatalf("relay.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("relay.Run: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("relay logs:\n%s", logs.String())
-		}
+	testenv.RunRelay(t, dbURL, slot, snk, logs, func(c *relay.Config) {
+		c.Retry = poller.Policy{MaxAttempts: 3, BackoffMin: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond}
+		c.PollInterval = 50 * time.Millisecond
 	})
 }
 
@@ -57,34 +39,21 @@ func aggregates(prefix string, n int) []string {
 
 // checkQueue asserts that the queue holds every written event exactly once, with
 // its attributes and body, in commit order per aggregate (its message group).
-func checkQueue(t *testing.T, msgs []sqsserver.Message, written []outbox.Event) {
+func checkQueue(t *testing.T, srv *sqsserver.Server, queue string, written []outbox.Event) {
 	t.Helper()
-	seq := map[string]int{}
 	byID := map[string]outbox.Event{}
+	ids := make([]string, len(written))
 	for i, e := range written {
-		seq[e.ID], byID[e.ID] = i, e
+		byID[e.ID], ids[i] = e, e.ID
 	}
-	seen := map[string]int{}
-	last := map[string]int{}
-	for _, m := range msgs {
-		id := m.Attributes["id"]
-		seen[id]++
-		e, ok := byID[id]
-		if !ok {
-			t.Fatalf("unknown event %s in the queue", id)
-		}
+	if err := srv.CheckDelivery(queue, ids); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range srv.Messages(queue) {
+		e := byID[m.Attributes["id"]]
 		if m.GroupID != e.AggregateID || m.DedupID != e.ID || m.Attributes["aggregate_id"] != e.AggregateID ||
 			m.Attributes["event_type"] != e.EventType || m.Body == "" {
-			t.Fatalf("event %s: message %+v does not match it", id, m)
-		}
-		if prev, ok := last[e.AggregateID]; ok && seq[id] < prev {
-			t.Fatalf("aggregate %s: event %s (commit position %d) stored after position %d", e.AggregateID, id, seq[id], prev)
-		}
-		last[e.AggregateID] = seq[id]
-	}
-	for _, e := range written {
-		if seen[e.ID] != 1 {
-			t.Errorf("event %s stored %d times, want 1", e.ID, seen[e.ID])
+			t.Fatalf("event %s: message %+v does not match it", e.ID, m)
 		}
 	}
 }
@@ -111,7 +80,7 @@ func TestRelayEndToEnd(t *testing.T) {
 		t.Fatalf("queue holds %d of %d events", srv.Count("outbox-order.fifo"), len(written))
 	}
 	t.Logf("%d events committed and stored in %s", len(written), time.Since(began).Round(time.Millisecond))
-	checkQueue(t, srv.Messages("outbox-order.fifo"), written)
+	checkQueue(t, srv, "outbox-order.fifo", written)
 	if n := srv.GroupOverlaps(); n != 0 {
 		t.Errorf("%d requests carried a group whose earlier request was still being answered", n)
 	}
@@ -169,7 +138,7 @@ func TestRelayOutage(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { return srv.Count("outbox-order.fifo") >= len(evs)+1 }) {
 		t.Fatal("marker not delivered")
 	}
-	checkQueue(t, srv.Messages("outbox-order.fifo"), append(evs, marker...))
+	checkQueue(t, srv, "outbox-order.fifo", append(evs, marker...))
 	t.Logf("outage: %d of %d events stored when it ended; %d repeats dropped by deduplication",
 		during, len(evs), srv.Deduplicated("outbox-order.fifo"))
 	if during >= len(evs) || !strings.Contains(logs.String(), "sqs unavailable") {
@@ -225,7 +194,7 @@ func TestRelayTooLargeIsDeadLettered(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { return srv.Count("outbox-order.fifo") >= len(written) }) {
 		t.Fatalf("queue holds %d of %d events", srv.Count("outbox-order.fifo"), len(written))
 	}
-	checkQueue(t, srv.Messages("outbox-order.fifo"), written)
+	checkQueue(t, srv, "outbox-order.fifo", written)
 	refusedAt := o.when(large.ID)
 	for _, r := range srv.Requests() {
 		for _, e := range r.Entries {

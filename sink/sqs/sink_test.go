@@ -134,7 +134,7 @@ func TestFIFOGroupWaitsForItsFailedMessage(t *testing.T) {
 			t.Fatalf("event %s: %v", e.ID, errs)
 		}
 	}
-	checkGroupOrder(t, srv.Messages("orders.fifo"), evs)
+	checkGroupOrder(t, srv, "orders.fifo", evs)
 	heldAt := time.Time{}
 	for _, r := range srv.Requests() {
 		for _, e := range r.Entries {
@@ -152,32 +152,16 @@ func TestFIFOGroupWaitsForItsFailedMessage(t *testing.T) {
 	checkOneMessagePerGroup(t, srv.Requests())
 }
 
-// checkGroupOrder asserts that the queue holds each event once and every group's
-// events in publish order.
-func checkGroupOrder(t *testing.T, msgs []sqsserver.Message, published []*outbox.Event) {
+// checkGroupOrder asserts that the queue holds each published event once and every
+// group's events in publish order.
+func checkGroupOrder(t *testing.T, srv *sqsserver.Server, queue string, published []*outbox.Event) {
 	t.Helper()
-	seq := map[string]int{}
+	ids := make([]string, len(published))
 	for i, e := range published {
-		seq[e.ID] = i
+		ids[i] = e.ID
 	}
-	last := map[string]int{}
-	seen := map[string]int{}
-	for _, m := range msgs {
-		id := m.Attributes["id"]
-		seen[id]++
-		i, ok := seq[id]
-		if !ok {
-			t.Fatalf("unknown event %s in the queue", id)
-		}
-		if prev, ok := last[m.GroupID]; ok && i < prev {
-			t.Fatalf("group %s: event %s (published %d) stored after one published %d", m.GroupID, id, i, prev)
-		}
-		last[m.GroupID] = i
-	}
-	for _, e := range published {
-		if seen[e.ID] != 1 {
-			t.Errorf("event %s stored %d times, want 1", e.ID, seen[e.ID])
-		}
+	if err := srv.CheckDelivery(queue, ids); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -298,7 +282,7 @@ func TestEntryResults(t *testing.T) {
 			t.Errorf("event %s: %v, want success", e.ID, errs)
 		}
 	}
-	checkGroupOrder(t, srv.Messages("orders.fifo"), slices.DeleteFunc(slices.Clone(evs), func(e *outbox.Event) bool { return e == bad }))
+	checkGroupOrder(t, srv, "orders.fifo", slices.DeleteFunc(slices.Clone(evs), func(e *outbox.Event) bool { return e == bad }))
 	if got := srv.Requests()[0].Entries; len(got) != 5 {
 		t.Errorf("first request carried %d entries, want 5 (one per group)", len(got))
 	}
@@ -415,7 +399,7 @@ func TestUnreachable(t *testing.T) {
 			t.Fatalf("event %s: %v", e.ID, errs)
 		}
 	}
-	checkGroupOrder(t, srv.Messages("orders.fifo"), evs)
+	checkGroupOrder(t, srv, "orders.fifo", evs)
 
 	proxy.Down()
 	stuck := event("order", "agg-0", 99)

@@ -554,3 +554,33 @@ func checkEntry(q *queue, e wireEntry) *Fault {
 	}
 	return nil
 }
+
+// CheckDelivery reports how queue's messages differ from ids, event ids (the id
+// attribute) in commit order: each must be stored exactly once, nothing else, and
+// every message group's in the order of ids.
+func (s *Server) CheckDelivery(queue string, ids []string) error {
+	pos := make(map[string]int, len(ids))
+	for i, id := range ids {
+		pos[id] = i
+	}
+	seen := map[string]int{}
+	last := map[string]int{}
+	for _, m := range s.Messages(queue) {
+		id := m.Attributes["id"]
+		seen[id]++
+		i, ok := pos[id]
+		if !ok {
+			return fmt.Errorf("queue %s holds event %s, which was not written", queue, id)
+		}
+		if prev, ok := last[m.GroupID]; ok && i < prev {
+			return fmt.Errorf("queue %s, group %s: event %s (position %d) stored after position %d", queue, m.GroupID, id, i, prev)
+		}
+		last[m.GroupID] = i
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			return fmt.Errorf("queue %s holds event %s %d times, want once", queue, id, seen[id])
+		}
+	}
+	return nil
+}
