@@ -30,7 +30,7 @@ var ErrClosed = errors.New("sqs sink closed before sqs accepted the event")
 type Sink struct {
 	cfg       Config
 	client    *sqs.Client
-	queue     sink.Template
+	queueName sink.Template
 	templates sink.Templates // events' own (outbox.Event.TopicTemplate)
 	literal   bool           // the template names one queue
 	log       *slog.Logger
@@ -106,14 +106,14 @@ func New(cfg Config) (*Sink, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Sink{
-		cfg:     cfg,
-		client:  client,
-		queue:   tmpl,
-		literal: !strings.Contains(cfg.QueueTemplate, "{"),
-		log:     log.With("sink", "sqs"),
-		wake:    make(chan struct{}, 1),
-		cancel:  cancel,
-		stopped: make(chan struct{}),
+		cfg:       cfg,
+		client:    client,
+		queueName: tmpl,
+		literal:   !strings.Contains(cfg.QueueTemplate, "{"),
+		log:       log.With("sink", "sqs"),
+		wake:      make(chan struct{}, 1),
+		cancel:    cancel,
+		stopped:   make(chan struct{}),
 	}
 	s.mu.queues = map[string]*queue{}
 	go s.run(ctx)
@@ -122,7 +122,7 @@ func New(cfg Config) (*Sink, error) {
 
 // Publish queues e in its queue; it never blocks. See sink.Sink.
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
-	name := s.templates.Render(s.queue, e)
+	name := s.templates.Render(s.queueName, e)
 	it := &item{ev: e, done: done, queued: time.Now()}
 	nameErr := checkQueueName(name)
 	fifo := strings.HasSuffix(name, fifoSuffix)
