@@ -414,3 +414,40 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("event published after Close: %v, want ErrClosed", o.of(late.ID))
 	}
 }
+
+// A standard queue keeps no order, so the sink batches its events freely: one
+// aggregate's events share requests of up to 10 entries.
+func TestStandardQueueBatchesFreely(t *testing.T) {
+	t.Parallel()
+	srv := sqsserver.Start(t, sqsserver.Options{})
+	srv.CreateQueue("orders", 0)
+	cfg := config(srv, "orders")
+	cfg.Linger = 200 * time.Millisecond // all 25 are queued before the first request is due
+	s := newSink(t, cfg)
+	o := newOutcomes()
+	for i := range 25 {
+		o.publish(s, event("order", "one", i))
+	}
+	flush(t, s, 10*time.Second)
+	var sizes []int
+	for _, r := range srv.Requests() {
+		sizes = append(sizes, len(r.Entries))
+	}
+	if !slices.Equal(sizes, []int{10, 10, 5}) || srv.Count("orders") != 25 {
+		t.Fatalf("requests of %v entries, %d stored; want 10, 10, 5 and 25", sizes, srv.Count("orders"))
+	}
+}
+
+// Ping looks up a literal template's queue, and says what to do when it is missing.
+func TestPing(t *testing.T) {
+	t.Parallel()
+	srv := sqsserver.Start(t, sqsserver.Options{})
+	srv.CreateQueue("present.fifo", 0)
+	if err := newSink(t, config(srv, "present.fifo")).Ping(context.Background()); err != nil {
+		t.Errorf("ping of an existing queue: %v", err)
+	}
+	err := newSink(t, config(srv, "absent.fifo")).Ping(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "create it") {
+		t.Errorf("ping of a missing queue: %v, want an error saying to create it", err)
+	}
+}
