@@ -13,9 +13,9 @@ import (
 
 // RunRelay runs a relay streaming dbURL into snk, with fast reconnects and debug
 // logs into logs (then tweaks, when given), until the returned stop is called or
-// the test ends. stop fails the
-// test when Run returns an error; the logs are printed when the test failed. Register
-// the sink's Close before calling it, so that the relay stops first.
+// the test ends. stop fails the test when Run returns an error; the logs are printed
+// when the test failed. Register the sink's Close before calling it, so that the
+// relay stops first.
 func RunRelay(t testing.TB, dbURL, slot string, snk sink.Sink, logs *LogBuffer, tweaks ...func(*relay.Config)) (stop func()) {
 	t.Helper()
 	cfg := relay.DefaultConfig()
