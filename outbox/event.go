@@ -16,7 +16,7 @@ type Event struct {
 	CreatedAt     time.Time
 	// TopicTemplate, when set, is the topic template of the event's outbox table
 	// ({aggregate_type}, {event_type}), used instead of the sink's own: a relay
-	// streaming several tables sets it per table. Kafka, NATS and Redis sinks honour it.
+	// streaming several tables sets it per table. Kafka, NATS, Redis and SQS sinks honour it.
 	TopicTemplate string
 	// Table is the outbox table the event comes from, schema-qualified
 	// (schema.name), when the relay streams several; empty means its only one.

@@ -17,6 +17,7 @@ import (
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
+	"github.com/walrelay/walrelay/sink/sqs"
 )
 
 // setting is one configuration value, known by the same name everywhere: --NAME on
@@ -45,7 +46,7 @@ func newSettings() *settings {
 	c, b := &s.relay, &s.sinks
 	s.all = []setting{
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
-		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq or redis (streams)", def: string(b.Kind),
+		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq, redis (streams) or sqs", def: string(b.Kind),
 			set: func(v string) error { b.Kind = sinks.Kind(v); return nil }},
 		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port",
 			set: func(v string) error { b.Kafka.Brokers = splitList(v); return nil }},
@@ -71,6 +72,8 @@ func newSettings() *settings {
 		{name: "redis-max-len", usage: "trim each stream to about this many entries (0: keep all)", def: "0",
 			set: func(v string) error { return parseInto(v, &b.Redis.MaxLen) }},
 		dur("redis-dedup-window", "how long an event id is remembered per stream to drop redeliveries", &b.Redis.DedupWindow),
+		str("sqs-region", "AWS region of the SQS queues (--sink sqs; empty: AWS_REGION or the AWS config file); queues are named by --topic-template", &b.SQS.Region),
+		str("sqs-endpoint", "SQS endpoint URL, e.g. a VPC endpoint or a local server (empty: the region's)", &b.SQS.Endpoint),
 		str("table", "outbox table, optionally schema-qualified", &c.Table),
 		str("column-id", "the table's event id column (uuid, text or bigint): the id header, for deduplication", &c.Columns.ID),
 		str("column-aggregate-type", "the table's aggregate type column (topic template's {aggregate_type})", &c.Columns.AggregateType),
@@ -379,7 +382,8 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 	}
 	var eoSink, partitionSink error
 	if cfg.Delivery == relay.ExactlyOnce && s.sinks.Kind != sinks.Kafka {
-		eoSink = fmt.Errorf("delivery exactly-once needs --sink kafka, not %s", s.sinks.Kind)
+		eoSink = fmt.Errorf("delivery exactly-once needs --sink kafka (its transactions carry the stream position), not %s; "+
+			"use --delivery at-least-once and let consumers deduplicate on the event id", s.sinks.Kind)
 	}
 	if s.sinks.Kind != sinks.Kafka {
 		for _, t := range cfg.OutboxTables() {
@@ -389,11 +393,31 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 			}
 		}
 	}
-	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink); err != nil {
+	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, s.checkSQS(cfg)); err != nil {
 		return cfg, err
 	}
 	snk, err := sinks.Open(ctx, s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
 		PollBatch: cfg.PollInFlight()}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
 	cfg.Sink = snk
 	return cfg, err
+}
+
+// checkSQS checks what the SQS sink needs of each outbox table: queue names its
+// topic template can render, and headers that fit SQS's 10 message attributes.
+func (s *settings) checkSQS(cfg relay.Config) error {
+	if s.sinks.Kind != sinks.SQS {
+		return nil
+	}
+	var errs []error
+	for _, t := range cfg.OutboxTables() {
+		if t.TopicTemplate != "" {
+			if err := sqs.CheckQueueTemplate(t.TopicTemplate); err != nil {
+				errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
+			}
+		}
+		if err := sqs.CheckColumns(t.Columns); err != nil {
+			errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -160,3 +160,44 @@ func TestSettingsPlacedColumns(t *testing.T) {
 		t.Fatalf("a bad column-headers entry: %v, want an error naming the flag", err)
 	}
 }
+
+// --sink sqs is checked before anything connects: exactly-once is Kafka's, queue
+// names must be SQS's, and the headers must fit SQS's 10 message attributes.
+func TestSettingsSQS(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" means valid
+	}{
+		{"fifo", []string{"--topic-template", "outbox-{aggregate_type}.fifo"}, ""},
+		{"exactly-once", []string{"--topic-template", "outbox.fifo", "--delivery", "exactly-once"}, "exactly-once needs --sink kafka"},
+		{"kafka's template", nil, "SQS queue names allow letters, digits, '-' and '_' only"},
+		{"two header columns", []string{"--topic-template", "outbox", "--column-headers", "a,b"}, ""},
+		{"three header columns", []string{"--topic-template", "outbox", "--column-headers", "a,b,c"}, "place at most 2 columns as headers"},
+		{"three without trace", []string{"--topic-template", "outbox", "--column-headers", "a,b,c", "--column-trace", ""}, ""},
+		{"bad endpoint", []string{"--topic-template", "outbox", "--sqs-endpoint", "localhost:9324"}, "sqs endpoint"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSettings()
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			s.register(fs)
+			args := append([]string{"--database-url", "postgres://relay@db/app", "--sink", "sqs", "--sqs-region", "eu-west-1"}, tc.args...)
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.load(fs); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := s.relayConfig(t.Context(), nil)
+			if cfg.Sink != nil {
+				cfg.Sink.Close()
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want valid, got %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}

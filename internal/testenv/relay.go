@@ -12,10 +12,11 @@ import (
 )
 
 // RunRelay runs a relay streaming dbURL into snk, with fast reconnects and debug
-// logs into logs, until the returned stop is called or the test ends. stop fails the
-// test when Run returns an error; the logs are printed when the test failed. Register
-// the sink's Close before calling it, so that the relay stops first.
-func RunRelay(t testing.TB, dbURL, slot string, snk sink.Sink, logs *LogBuffer) (stop func()) {
+// logs into logs (then tweaks, when given), until the returned stop is called or
+// the test ends. stop fails the test when Run returns an error; the logs are printed
+// when the test failed. Register the sink's Close before calling it, so that the
+// relay stops first.
+func RunRelay(t testing.TB, dbURL, slot string, snk sink.Sink, logs *LogBuffer, tweaks ...func(*relay.Config)) (stop func()) {
 	t.Helper()
 	cfg := relay.DefaultConfig()
 	cfg.DatabaseURL = dbURL
@@ -23,6 +24,9 @@ func RunRelay(t testing.TB, dbURL, slot string, snk sink.Sink, logs *LogBuffer) 
 	cfg.Sink = snk
 	cfg.ReconnectMin, cfg.ReconnectMax = 100*time.Millisecond, time.Second
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
 	r, err := relay.New(cfg)
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
