@@ -45,7 +45,7 @@ func newSettings() *settings {
 	c, b := &s.relay, &s.sinks
 	s.all = []setting{
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
-		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq or redis (streams)", def: string(b.Kind),
+		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq, redis (streams) or pubsub (Google Pub/Sub)", def: string(b.Kind),
 			set: func(v string) error { b.Kind = sinks.Kind(v); return nil }},
 		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port",
 			set: func(v string) error { b.Kafka.Brokers = splitList(v); return nil }},
@@ -71,6 +71,10 @@ func newSettings() *settings {
 		{name: "redis-max-len", usage: "trim each stream to about this many entries (0: keep all)", def: "0",
 			set: func(v string) error { return parseInto(v, &b.Redis.MaxLen) }},
 		dur("redis-dedup-window", "how long an event id is remembered per stream to drop redeliveries", &b.Redis.DedupWindow),
+		str("pubsub-project", "Google Cloud project of the topics (--sink pubsub); topics are named by --topic-template", &b.PubSub.Project),
+		str("pubsub-endpoint", "Pub/Sub endpoint host:port, e.g. a locational us-east1-pubsub.googleapis.com:443 (empty: the global one)", &b.PubSub.Endpoint),
+		str("pubsub-emulator-host", "host:port of a Pub/Sub emulator or fake, in plaintext without credentials (empty: Google's service)", &b.PubSub.EmulatorHost),
+		str("pubsub-credentials-file", "service account key JSON (empty: Application Default Credentials, e.g. GOOGLE_APPLICATION_CREDENTIALS)", &b.PubSub.CredentialsFile),
 		str("table", "outbox table, optionally schema-qualified", &c.Table),
 		str("column-id", "the table's event id column (uuid, text or bigint): the id header, for deduplication", &c.Columns.ID),
 		str("column-aggregate-type", "the table's aggregate type column (topic template's {aggregate_type})", &c.Columns.AggregateType),
@@ -380,6 +384,10 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 	var eoSink, partitionSink error
 	if cfg.Delivery == relay.ExactlyOnce && s.sinks.Kind != sinks.Kafka {
 		eoSink = fmt.Errorf("delivery exactly-once needs --sink kafka, not %s", s.sinks.Kind)
+		if s.sinks.Kind == sinks.PubSub {
+			eoSink = fmt.Errorf("%w; Pub/Sub's exactly-once delivery is a subscription setting that does not drop a message published twice, "+
+				"so use at-least-once and let consumers deduplicate by the id attribute", eoSink)
+		}
 	}
 	if s.sinks.Kind != sinks.Kafka {
 		for _, t := range cfg.OutboxTables() {

@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
 	"github.com/walrelay/walrelay/sink/nats"
+	"github.com/walrelay/walrelay/sink/pubsub"
 	"github.com/walrelay/walrelay/sink/rabbitmq"
 	"github.com/walrelay/walrelay/sink/redis"
 )
@@ -27,18 +28,21 @@ const (
 	NATS     Kind = "nats"
 	RabbitMQ Kind = "rabbitmq"
 	Redis    Kind = "redis"
+	PubSub   Kind = "pubsub"
 )
 
 // Config selects a broker and configures it.
 type Config struct {
 	Kind Kind
-	// TopicTemplate names the Kafka topic, the NATS subject and the Redis stream;
-	// {aggregate_type} and {event_type} are replaced. RabbitMQ has its own templates.
+	// TopicTemplate names the Kafka topic, the NATS subject, the Redis stream and the
+	// Pub/Sub topic; {aggregate_type} and {event_type} are replaced. RabbitMQ has its
+	// own templates.
 	TopicTemplate string
 	Kafka         kafka.Config
 	NATS          nats.Config
 	RabbitMQ      rabbitmq.Config
 	Redis         redis.Config
+	PubSub        pubsub.Config
 }
 
 // DefaultConfig is Kafka, with each broker's defaults.
@@ -51,6 +55,7 @@ func DefaultConfig() Config {
 		NATS:     nats.DefaultConfig(),
 		RabbitMQ: rabbitmq.DefaultConfig(),
 		Redis:    redis.DefaultConfig(),
+		PubSub:   pubsub.DefaultConfig(),
 	}
 }
 
@@ -78,8 +83,11 @@ func (c Config) Validate() error {
 	case Redis:
 		r := c.redis(Window{})
 		err = r.Validate()
+	case PubSub:
+		p := c.pubsub(nil)
+		err = p.Validate()
 	default:
-		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq or redis", c.Kind)
+		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis or pubsub", c.Kind)
 	}
 	if err != nil && c.Kind != Kafka {
 		return fmt.Errorf("%s sink: %w", c.Kind, err)
@@ -108,6 +116,13 @@ func (c Config) redis(w Window) redis.Config {
 	return r
 }
 
+func (c Config) pubsub(log *slog.Logger) pubsub.Config {
+	p := c.PubSub
+	p.TopicTemplate = c.TopicTemplate
+	p.Logger = log
+	return p
+}
+
 // Open builds the selected broker's client, sized above w. A client that must reach
 // its broker to start (RabbitMQ) is retried with backoff between retryMin and
 // retryMax until ctx ends; the others fail only on their configuration, which
@@ -121,6 +136,8 @@ func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, r
 			return rabbitmq.New(c.RabbitMQ)
 		case Redis:
 			return redis.New(c.redis(w))
+		case PubSub:
+			return pubsub.New(c.pubsub(log))
 		}
 		return kafka.New(c.kafka(w))
 	}
