@@ -42,8 +42,8 @@
 // one at fault is handed over.
 //
 // Anything else is the service's (unavailable, deadlines, quota, credentials
-// refused, internal errors): the client retries a request for
-// Config.Publish.Timeout (10s by default), then the sink sends it again in its
+// refused, internal errors): the client retries the retriable ones for up to
+// Config.Publish.Timeout (10s by default), then the sink sends the event again in its
 // place after a backoff (200ms doubling to 2s), for as long as it takes, logging a
 // warning at most every 10s. Nothing is handed over then, and nothing of the key
 // overtakes it; the relay's in-flight window bounds what is held.

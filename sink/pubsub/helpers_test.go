@@ -12,6 +12,9 @@ import (
 
 	pb "cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
@@ -140,6 +143,20 @@ func (f *fake) messages(topic string) []*pstest.Message {
 // count is how many messages topic holds.
 func (f *fake) count(topic string) int { return len(f.messages(topic)) }
 
+// start is a fake with a topic of the test's own (<prefix>order) and a sink, its
+// config changed by tweak when set, publishing to it.
+func start(t testing.TB, tweak func(*pubsub.Config)) (f *fake, topic string, s *pubsub.Sink) {
+	t.Helper()
+	f = newFake(t)
+	p := prefix()
+	topic = f.topic(p + "order")
+	cfg := f.config(p)
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	return f, topic, newSink(t, cfg)
+}
+
 func newSink(t testing.TB, cfg pubsub.Config) *pubsub.Sink {
 	t.Helper()
 	s, err := pubsub.New(cfg)
@@ -224,3 +241,9 @@ func ids(msgs []*pstest.Message) []string {
 
 // big is a payload of n bytes of JSON.
 func big(n int) []byte { return []byte(`"` + strings.Repeat("x", n-2) + `"`) }
+
+// clientOpts reach the fake with a client of the test's own.
+func clientOpts(f *fake) []option.ClientOption {
+	return []option.ClientOption{option.WithEndpoint(f.addr), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials()))}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/sink/pubsub"
 )
 
 // Pub/Sub unreachable for a few seconds while the application keeps committing,
@@ -21,16 +22,14 @@ import (
 // Pub/Sub cannot drop, are counted.
 func TestRelayOutage(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	p := prefix()
-	topic := f.topic(p + "order")
-	proxy := testenv.NewProxy(t, f.addr)
-	f.addr = proxy.Addr()
-	cfg := f.config(p)
-	cfg.Publish.Timeout = time.Second
+	var proxy *testenv.Proxy
 	logs := &testenv.LogBuffer{}
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	snk := newSink(t, cfg)
+	f, topic, snk := start(t, func(cfg *pubsub.Config) {
+		proxy = testenv.NewProxy(t, cfg.EmulatorHost)
+		cfg.EmulatorHost = proxy.Addr()
+		cfg.Publish.Timeout = time.Second
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
 	dbURL := testenv.MigratedDatabase(t)
 	conn := testenv.Connect(t, dbURL)
 	writer := testenv.Connect(t, dbURL)

@@ -63,10 +63,7 @@ func TestValidate(t *testing.T) {
 // carries one ordering key (Pub/Sub's rule), the one of its messages.
 func TestMessages(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	p := prefix()
-	topic := f.topic(p + "order")
-	s := newSink(t, f.config(p))
+	f, topic, s := start(t, nil)
 	placed := event("order", "o-1")
 	placed.Headers = []outbox.Header{{Key: "tenant", Value: "acme"}, {Key: "traceparent", Value: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
 	tomb := event("order", "o-1")
@@ -131,10 +128,7 @@ func mapsEqual(a, b map[string]string) bool {
 // topic with a schema would). Other events keep flowing.
 func TestEventErrors(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	p := prefix()
-	topic := f.topic(p + "order")
-	s := newSink(t, f.config(p))
+	f, topic, s := start(t, nil)
 	schema := event("order", "o-schema")
 	f.setRefuse(func(r *pb.PublishRequest) error {
 		for _, m := range r.Messages {
@@ -200,10 +194,7 @@ func TestEventErrors(t *testing.T) {
 // order.
 func TestLaterEventsWaitForARefusedOne(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	p := prefix()
-	topic := f.topic(p + "order")
-	s := newSink(t, f.config(p))
+	f, topic, s := start(t, nil)
 	refused, b, c := event("order", "agg"), event("order", "agg"), event("order", "agg")
 	released, release := holdUntil(t)
 	f.setRefuse(func(r *pb.PublishRequest) error {
@@ -252,10 +243,7 @@ func TestLaterEventsWaitForARefusedOne(t *testing.T) {
 // fault, so each is sent again alone, and only the one refused alone fails.
 func TestRefusedTogetherAreSentAlone(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	p := prefix()
-	topic := f.topic(p + "order")
-	s := newSink(t, f.config(p))
+	f, topic, s := start(t, nil)
 	gate, bad, b, c := event("order", "agg"), event("order", "agg"), event("order", "agg"), event("order", "agg")
 	released, release := holdUntil(t)
 	f.setRefuse(func(r *pb.PublishRequest) error {
@@ -305,13 +293,8 @@ func TestRefusedTogetherAreSentAlone(t *testing.T) {
 // Another aggregate is not held meanwhile.
 func TestServiceFailureRetriedInPlace(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	p := prefix()
-	topic := f.topic(p + "order")
 	logs := &testenv.LogBuffer{}
-	cfg := f.config(p)
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	s := newSink(t, cfg)
+	f, topic, s := start(t, func(cfg *pubsub.Config) { cfg.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	first, b, c := event("order", "agg"), event("order", "agg"), event("order", "agg")
 	refusals := 0
 	f.setRefuse(func(r *pb.PublishRequest) error {
@@ -357,10 +340,11 @@ func TestServiceFailureRetriedInPlace(t *testing.T) {
 // Ping succeeds against the fake, and fails, saying so, when nothing answers.
 func TestPing(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	proxy := testenv.NewProxy(t, f.addr)
-	f.addr = proxy.Addr()
-	s := newSink(t, f.config(prefix()))
+	var proxy *testenv.Proxy
+	_, _, s := start(t, func(cfg *pubsub.Config) {
+		proxy = testenv.NewProxy(t, cfg.EmulatorHost)
+		cfg.EmulatorHost = proxy.Addr()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.Ping(ctx); err != nil {
@@ -377,10 +361,7 @@ func TestPing(t *testing.T) {
 // After Close, events fail with a broker-level error, and Flush does not wait.
 func TestClose(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	p := prefix()
-	f.topic(p + "order")
-	s := newSink(t, f.config(p))
+	_, _, s := start(t, nil)
 	o := newOutcomes()
 	before := event("order", "a")
 	o.publish(s, before)
