@@ -30,7 +30,7 @@ func TestValidate(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults with a project", func(*pubsub.Config) {}, ""},
-		{"no project", func(c *pubsub.Config) { c.Project = "" }, "pubsub project is required"},
+		{"no project", func(c *pubsub.Config) { c.Project = "" }, "project is required"},
 		{"bad template", func(c *pubsub.Config) { c.TopicTemplate = "outbox.{nope}" }, "unknown placeholder"},
 		{"template renders no topic ID", func(c *pubsub.Config) { c.TopicTemplate = "outbox/{aggregate_type}" }, `'/' is not allowed`},
 		{"template starts with goog", func(c *pubsub.Config) { c.TopicTemplate = "google.{aggregate_type}" }, "reserved"},

@@ -21,7 +21,7 @@ func TestValidate(t *testing.T) {
 		{"bad compression", func(c *sinks.Config) { c.Kafka.Compression = "brotli" }, "unknown compression"},
 		{"short event timeout", func(c *sinks.Config) { c.Kafka.EventTimeout = 1 }, "event timeout"},
 		{"unknown broker", func(c *sinks.Config) { c.Kind = "mqtt" }, "want kafka, nats, rabbitmq, redis or pubsub"},
-		{"pubsub without project", func(c *sinks.Config) { c.Kind = sinks.PubSub }, "pubsub project is required"},
+		{"pubsub without project", func(c *sinks.Config) { c.Kind = sinks.PubSub }, "pubsub sink: project is required"},
 		{"pubsub", func(c *sinks.Config) { c.Kind, c.PubSub.Project = sinks.PubSub, "p" }, ""},
 		{"nats without url", func(c *sinks.Config) { c.Kind, c.NATS.URL = sinks.NATS, "" }, "nats sink"},
 		{"redis", func(c *sinks.Config) { c.Kind, c.Kafka.Brokers = sinks.Redis, nil }, ""},
