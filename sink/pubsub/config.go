@@ -55,7 +55,6 @@ func DefaultPublishSettings() gpubsub.PublishSettings {
 	// A bundle that keeps failing retriable errors this long comes back to the sink,
 	// which sends it again (in order) after a backoff and says so in the log.
 	ps.Timeout = 10 * time.Second
-	ps.FlowControlSettings.LimitExceededBehavior = gpubsub.FlowControlIgnore
 	return ps
 }
 

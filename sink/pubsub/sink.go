@@ -150,6 +150,8 @@ func (s *Sink) publisherLocked(topic string) *gpubsub.Publisher {
 		pub = s.client.Publisher(topic)
 		pub.EnableMessageOrdering = true
 		pub.PublishSettings = s.cfg.Publish
+		// Blocking would stall Publish under mu; the relay's window is the flow control.
+		pub.PublishSettings.FlowControlSettings.LimitExceededBehavior = gpubsub.FlowControlIgnore
 		s.mu.publishers[topic] = pub
 	}
 	return pub
