@@ -60,14 +60,15 @@ test-race: setup
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
 
 # bench: decoder cost per message, WAL and throughput per --on-publish mode and for the
-# table-less outbox against the table, the SQS sink's drain against its test server's
-# ceiling, then the harness: the goals side by side, drain,
-# latency, modes and pgoutput options (BENCHMARKS.md).
+# table-less outbox against the table, the SQS and Pub/Sub sinks' drains against their test
+# servers' ceilings, then the harness: the goals side by side, drain, latency, modes and
+# pgoutput options (BENCHMARKS.md).
 bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
 	$(GO) test -run XXX -bench OnPublish -benchtime 20000x ./relay/
 	$(GO) test -run XXX -bench TablelessOutbox -benchtime 50000x ./relay/
 	$(GO) test -run XXX -bench Drain -benchtime 20000x ./sink/sqs/
+	$(GO) test -run XXX -bench Drain -benchtime 50000x ./sink/pubsub/
 	$(GO) run ./internal/bench -out bench-results.json -md bench-results.md
 
 # bench-record: the harness at default sizes, its results kept under the date and commit

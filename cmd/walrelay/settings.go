@@ -46,7 +46,7 @@ func newSettings() *settings {
 	c, b := &s.relay, &s.sinks
 	s.all = []setting{
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
-		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq, redis (streams) or sqs", def: string(b.Kind),
+		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq, redis (streams), sqs or pubsub (Google Pub/Sub)", def: string(b.Kind),
 			set: func(v string) error { b.Kind = sinks.Kind(v); return nil }},
 		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port",
 			set: func(v string) error { b.Kafka.Brokers = splitList(v); return nil }},
@@ -74,6 +74,10 @@ func newSettings() *settings {
 		dur("redis-dedup-window", "how long an event id is remembered per stream to drop redeliveries", &b.Redis.DedupWindow),
 		str("sqs-region", "AWS region of the SQS queues (--sink sqs; empty: AWS_REGION or the AWS config file); queues are named by --topic-template", &b.SQS.Region),
 		str("sqs-endpoint", "SQS endpoint URL, e.g. a VPC endpoint or a local server (empty: the region's)", &b.SQS.Endpoint),
+		str("pubsub-project", "Google Cloud project of the topics (--sink pubsub); topics are named by --topic-template", &b.PubSub.Project),
+		str("pubsub-endpoint", "Pub/Sub endpoint host:port, e.g. a locational us-east1-pubsub.googleapis.com:443 (empty: the global one)", &b.PubSub.Endpoint),
+		str("pubsub-emulator-host", "host:port of a Pub/Sub emulator or fake, in plaintext without credentials (empty: Google's service)", &b.PubSub.EmulatorHost),
+		str("pubsub-credentials-file", "service account key JSON (empty: Application Default Credentials, e.g. GOOGLE_APPLICATION_CREDENTIALS)", &b.PubSub.CredentialsFile),
 		str("table", "outbox table, optionally schema-qualified", &c.Table),
 		str("column-id", "the table's event id column (uuid, text or bigint): the id header, for deduplication", &c.Columns.ID),
 		str("column-aggregate-type", "the table's aggregate type column (topic template's {aggregate_type})", &c.Columns.AggregateType),

@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
 	"github.com/walrelay/walrelay/sink/nats"
+	"github.com/walrelay/walrelay/sink/pubsub"
 	"github.com/walrelay/walrelay/sink/rabbitmq"
 	"github.com/walrelay/walrelay/sink/redis"
 	"github.com/walrelay/walrelay/sink/sqs"
@@ -29,13 +30,14 @@ const (
 	RabbitMQ Kind = "rabbitmq"
 	Redis    Kind = "redis"
 	SQS      Kind = "sqs"
+	PubSub   Kind = "pubsub"
 )
 
 // Config selects a broker and configures it.
 type Config struct {
 	Kind Kind
-	// TopicTemplate names the Kafka topic, the NATS subject, the Redis stream and
-	// the SQS queue; {aggregate_type} and {event_type} are replaced. RabbitMQ has its
+	// TopicTemplate names the Kafka topic, the NATS subject, the Redis stream, the SQS
+	// queue and the Pub/Sub topic; {aggregate_type} and {event_type} are replaced. RabbitMQ has its
 	// own templates.
 	TopicTemplate string
 	Kafka         kafka.Config
@@ -43,6 +45,7 @@ type Config struct {
 	RabbitMQ      rabbitmq.Config
 	Redis         redis.Config
 	SQS           sqs.Config
+	PubSub        pubsub.Config
 }
 
 // DefaultConfig is Kafka, with each broker's defaults.
@@ -56,6 +59,7 @@ func DefaultConfig() Config {
 		RabbitMQ: rabbitmq.DefaultConfig(),
 		Redis:    redis.DefaultConfig(),
 		SQS:      sqs.DefaultConfig(),
+		PubSub:   pubsub.DefaultConfig(),
 	}
 }
 
@@ -86,8 +90,11 @@ func (c Config) Validate() error {
 	case SQS:
 		q := c.sqs()
 		err = q.Validate()
+	case PubSub:
+		p := c.pubsub(nil)
+		err = p.Validate()
 	default:
-		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis or sqs", c.Kind)
+		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis, sqs or pubsub", c.Kind)
 	}
 	if err != nil && c.Kind != Kafka {
 		return fmt.Errorf("%s sink: %w", c.Kind, err)
@@ -122,6 +129,13 @@ func (c Config) sqs() sqs.Config {
 	return q
 }
 
+func (c Config) pubsub(log *slog.Logger) pubsub.Config {
+	p := c.PubSub
+	p.TopicTemplate = c.TopicTemplate
+	p.Logger = log
+	return p
+}
+
 // Open builds the selected broker's client, sized above w. A client that must reach
 // its broker to start (RabbitMQ) is retried with backoff between retryMin and
 // retryMax until ctx ends; the others fail only on their configuration, which
@@ -137,6 +151,8 @@ func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, r
 			return redis.New(c.redis(w))
 		case SQS:
 			return sqs.New(c.sqs())
+		case PubSub:
+			return pubsub.New(c.pubsub(log))
 		}
 		return kafka.New(c.kafka(w))
 	}

@@ -20,12 +20,14 @@ func TestValidate(t *testing.T) {
 		{"zstd", func(c *sinks.Config) { c.Kafka.Compression = "zstd" }, ""},
 		{"bad compression", func(c *sinks.Config) { c.Kafka.Compression = "brotli" }, "unknown compression"},
 		{"short event timeout", func(c *sinks.Config) { c.Kafka.EventTimeout = 1 }, "event timeout"},
-		{"unknown broker", func(c *sinks.Config) { c.Kind = "mqtt" }, "want kafka, nats, rabbitmq, redis or sqs"},
+		{"unknown broker", func(c *sinks.Config) { c.Kind = "mqtt" }, "want kafka, nats, rabbitmq, redis, sqs or pubsub"},
 		{"sqs fifo", func(c *sinks.Config) { c.Kind, c.TopicTemplate = sinks.SQS, "outbox-{aggregate_type}.fifo" }, ""},
 		{"sqs with the kafka template", func(c *sinks.Config) { c.Kind = sinks.SQS }, "letters, digits, '-' and '_' only"},
 		{"sqs bad endpoint", func(c *sinks.Config) {
 			c.Kind, c.TopicTemplate, c.SQS.Endpoint = sinks.SQS, "outbox", "127.0.0.1:9324"
 		}, "sqs sink: sqs endpoint"},
+		{"pubsub without project", func(c *sinks.Config) { c.Kind = sinks.PubSub }, "pubsub sink: project is required"},
+		{"pubsub", func(c *sinks.Config) { c.Kind, c.PubSub.Project = sinks.PubSub, "p" }, ""},
 		{"nats without url", func(c *sinks.Config) { c.Kind, c.NATS.URL = sinks.NATS, "" }, "nats sink"},
 		{"redis", func(c *sinks.Config) { c.Kind, c.Kafka.Brokers = sinks.Redis, nil }, ""},
 	} {
