@@ -1,0 +1,82 @@
+-- Who owns a published horizon (docs/design.md invariant 10). A horizon speaks for
+-- the xids of the cluster and database it was recorded in: a logical copy
+-- (pg_dump and pg_restore, logical replication) brings the row along into a database
+-- whose rows have other xids, so every horizon carries where it was recorded and
+-- counts only there. One slot streams an outbox table (walrelay_table_slots): a row's
+-- hand-over to the poller (retry_after, attempts, processed_at) has room for one
+-- destination. And a table counts as covered only once a catch-up pass of its slot
+-- read it, so a table that joins a slot's list has no horizon before that.
+
+-- +goose Up
+-- +goose StatementBegin
+-- This cluster's system identifier, as IDENTIFY_SYSTEM prints it (unsigned).
+CREATE OR REPLACE FUNCTION walrelay_system_id() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN system_identifier < 0 THEN (system_identifier::numeric + 18446744073709551616)::text
+        ELSE system_identifier::text END FROM pg_control_system()
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+-- This database's OID: a database copied within its cluster (CREATE DATABASE ...
+-- TEMPLATE, pg_restore into another database) has another.
+CREATE OR REPLACE FUNCTION walrelay_database_oid() RETURNS oid
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT oid FROM pg_database WHERE datname = current_database()
+$$;
+-- +goose StatementEnd
+
+ALTER TABLE walrelay_progress
+    ADD COLUMN IF NOT EXISTS system_id    TEXT,
+    ADD COLUMN IF NOT EXISTS database_oid OID;
+-- A horizon recorded before this migration belongs where its slot last streamed; one
+-- whose slot walrelay_slots does not know stays NULL, which counts nowhere.
+UPDATE walrelay_progress p SET system_id = coalesce(s.system_id, walrelay_system_id()), database_oid = walrelay_database_oid()
+FROM walrelay_slots s WHERE s.slot_name = p.slot_name AND p.system_id IS NULL;
+
+-- The slot that streams each outbox table, where that was decided (a copy's rows are
+-- another cluster's and are replaced), and since when a catch-up pass of the slot
+-- covers the table: NULL while the table has rows the slot's stream never carried.
+CREATE TABLE IF NOT EXISTS walrelay_table_slots (
+    table_oid    OID         PRIMARY KEY,
+    slot_name    TEXT        NOT NULL,
+    system_id    TEXT        NOT NULL,
+    database_oid OID         NOT NULL,
+    claimed_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    covered_at   TIMESTAMPTZ
+);
+-- The tables of the slots walrelay streams here now, covered since their pass; where
+-- two slots stream one table, the older slot keeps it and the other's relay is
+-- refused at its next start.
+INSERT INTO walrelay_table_slots (table_oid, slot_name, system_id, database_oid, covered_at)
+SELECT t.oid, s.slot_name, walrelay_system_id(), walrelay_database_oid(), s.catchup_done_at
+FROM walrelay_slots s
+JOIN pg_replication_slots r ON r.slot_name = s.slot_name AND r.database = current_database()
+CROSS JOIN LATERAL (SELECT s.table_oid AS oid
+    UNION SELECT value::oid FROM jsonb_each_text(coalesce(s.table_oids, '{}'::jsonb))) t
+WHERE t.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.oid)
+ORDER BY s.created_at, s.slot_name
+ON CONFLICT (table_oid) DO NOTHING;
+
+-- +goose StatementBegin
+-- The published horizon of an outbox table: the one the slot that streams it recorded
+-- in this cluster and database. NULL: none.
+CREATE OR REPLACE FUNCTION walrelay_horizon(tbl regclass) RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT p.published_xid::text::bigint FROM walrelay_table_slots c
+    JOIN walrelay_progress p ON p.slot_name = c.slot_name AND p.table_oid = c.table_oid
+    WHERE c.table_oid = tbl AND p.system_id = walrelay_system_id() AND p.database_oid = walrelay_database_oid()
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION walrelay_horizon(tbl regclass) RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT min(published_xid::text::bigint) FROM walrelay_progress WHERE table_oid = tbl
+$$;
+-- +goose StatementEnd
+DROP TABLE IF EXISTS walrelay_table_slots;
+ALTER TABLE walrelay_progress DROP COLUMN IF EXISTS system_id, DROP COLUMN IF EXISTS database_oid;
+DROP FUNCTION IF EXISTS walrelay_database_oid();
+DROP FUNCTION IF EXISTS walrelay_system_id();
