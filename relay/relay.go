@@ -436,8 +436,8 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 
 // checkSchema checks that the database has the walrelay schema this relay reads in
 // every mode: the published horizons and their owners (migrations 7 and 8), which
-// --on-publish progress records, catch-up passes leave out rows by, and every stream
-// claims its tables in.
+// --on-publish progress records, catch-up passes leave out rows by, every stream
+// claims its tables in, and the poller's due test widens xids with.
 func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	ok, err := replication.HasHorizons(ctx, pool)
 	if err != nil {

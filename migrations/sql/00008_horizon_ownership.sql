@@ -6,6 +6,7 @@
 -- hand-over to the poller (retry_after, attempts, processed_at) has room for one
 -- destination. And a table counts as covered only once a catch-up pass of its slot
 -- read it, so a table that joins a slot's list has no horizon before that.
+-- walrelay_full_xid widens over the whole 2^32 window below the next xid.
 
 -- +goose Up
 -- +goose StatementBegin
@@ -59,6 +60,21 @@ ORDER BY s.created_at, s.slot_name
 ON CONFLICT (table_oid) DO NOTHING;
 
 -- +goose StatementBegin
+-- The 64-bit xid of a row's 32-bit xmin: the one congruent to it in the window
+-- [next - 2^32 + 2^20, next + 2^20). A row a statement sees was inserted below next,
+-- unless by the statement's own transaction or a version it locked, at most a few
+-- xids above; so the answer is exact for every row younger than 2^32 - 2^20 xids,
+-- frozen or not. Older rows come out newer than they are (they look unpublished),
+-- never older; retirement deletes published rows at 3 * 2^30 xids, long before.
+-- The special xids below 3 are older than every other.
+CREATE OR REPLACE FUNCTION walrelay_full_xid(x xid, next bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN x::text::bigint < 3 THEN x::text::bigint
+        ELSE x::text::bigint + 4294967296 * ((next + 1048575 + 4294967296 - x::text::bigint) / 4294967296 - 1) END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
 -- The published horizon of an outbox table: the one the slot that streams it recorded
 -- in this cluster and database. NULL: none.
 CREATE OR REPLACE FUNCTION walrelay_horizon(tbl regclass) RETURNS bigint
@@ -74,6 +90,12 @@ $$;
 CREATE OR REPLACE FUNCTION walrelay_horizon(tbl regclass) RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT min(published_xid::text::bigint) FROM walrelay_progress WHERE table_oid = tbl
+$$;
+-- +goose StatementEnd
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION walrelay_full_xid(x xid, next bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT x::text::bigint + 4294967296 * ((next + 1073741824 + 4294967296 - x::text::bigint) / 4294967296 - 1)
 $$;
 -- +goose StatementEnd
 DROP TABLE IF EXISTS walrelay_table_slots;
