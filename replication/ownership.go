@@ -2,12 +2,10 @@ package replication
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // here is this cluster and database, in SQL: where a horizon or a claim recorded now
@@ -41,12 +39,7 @@ func ClaimTables(ctx context.Context, conn *pgx.Conn, slot string, tables []stri
 		ON CONFLICT (table_oid) DO UPDATE SET slot_name = EXCLUDED.slot_name, system_id = EXCLUDED.system_id,
 			database_oid = EXCLUDED.database_oid, claimed_at = now(), covered_at = NULL
 		WHERE NOT (`+isHere("c")+`)`, slot, tables)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined table
-		return Claim{}, setupErrorf("table walrelay_table_slots is missing: the database's walrelay schema is older than " +
-			"this walrelay; run `walrelay migrate`")
-	}
-	if err != nil {
+	if err != nil { // a database without migration 8 is refused before (HasHorizons)
 		return Claim{}, fmt.Errorf("claim the outbox tables for slot %s: %w", slot, err)
 	}
 	var claim Claim
