@@ -5,8 +5,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/walrelay/walrelay/internal/testenv"
 )
+
+// dropSlot drops a slot once the walsender of a stopped relay let go of it.
+func dropSlot(t *testing.T, conn *pgx.Conn, slot string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the walsender to release slot "+slot, func() bool {
+		return count(t, conn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot) == 0
+	})
+	execSQL(t, conn, "SELECT pg_drop_replication_slot($1)", slot)
+}
 
 // A slot walrelay did not create (Debezium's, as docs/debezium.md moves over): the
 // relay adopts it, so --on-publish progress records horizons, the pending view
@@ -36,7 +47,7 @@ func TestAdoptedSlotRecordsHorizons(t *testing.T) {
 	}
 
 	// Lost later: news, and the rows committed meanwhile come by a catch-up pass.
-	execSQL(t, conn, "SELECT pg_drop_replication_slot('dbz_outbox')")
+	dropSlot(t, conn, "dbz_outbox")
 	lost := testenv.WriteTx(t, conn, aggregates("dbz", 3), "while.lost", 5, false)
 	rn = start(t, dbURL, broker, "dbz_outbox", fast)
 	if !consumer.WaitDistinct(30*time.Second, len(evs)+len(lost)) {

@@ -37,10 +37,7 @@ func TestXidWideningAtHighXidAges(t *testing.T) {
 	})
 	rn.stop()
 	// A slot holds the freeze back, and the test needs no more streaming.
-	waitFor(t, 30*time.Second, "the walsender to release the slot", func() bool {
-		return count(t, conn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'xid_age' AND active") == 0
-	})
-	execSQL(t, conn, "SELECT pg_drop_replication_slot('xid_age')")
+	dropSlot(t, conn, "xid_age")
 	// Committed after the horizon: pending, whatever their age.
 	execSQL(t, conn, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
 		SELECT 'order', 'late-' || i, 'old.pending', '{}' FROM generate_series(1, 40) i`)
