@@ -93,3 +93,62 @@ func TestCopiedHorizonIsIgnored(t *testing.T) {
 		t.Error("the slot-loss message promises about one progress interval of repeats, though every row is published again")
 	}
 }
+
+// pg_upgrade gives the cluster a new system identifier but keeps every row's xmin
+// and the xid counter: the horizon still speaks for the database. After the upgrade
+// the pending view counts only the rows written after it, and the catch-up pass of
+// the slot the upgrade left behind publishes only those (docs/design.md
+// invariant 10).
+func TestUpgradedClusterKeepsHorizons(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg, dbURL := ownCluster(t, "", nil)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	fast := func(c *config) { c.ProgressInterval = 100 * time.Millisecond }
+	rn := start(t, dbURL, broker, "upgraded", fast)
+	if !rn.waitLog(30*time.Second, "streaming") {
+		t.Fatal("the relay did not stream")
+	}
+	published := testenv.WriteTx(t, conn, aggregates("up", 4), "before.upgrade", 20, false)
+	waitFor(t, 30*time.Second, "the horizon to cover the rows", func() bool {
+		return count(t, conn, "SELECT count(*) FROM outbox_events_pending") == 0
+	})
+	rn.stop()
+	pending := testenv.WriteTx(t, conn, aggregates("up", 4), "pending.at.upgrade", 10, false)
+	dropSlot(t, conn, "upgraded") // pg_upgrade before PostgreSQL 17 leaves slots behind; 17 wants them caught up
+	var before string
+	if err := conn.QueryRow(ctx, "SELECT walrelay_system_id()").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	upgrade, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := pg.Upgrade(upgrade); err != nil {
+		t.Fatal(err)
+	}
+	conn = testenv.Connect(t, dbURL)
+	var after string
+	if err := conn.QueryRow(ctx, "SELECT walrelay_system_id()").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after == before {
+		t.Fatalf("the upgraded cluster kept system identifier %s; the test wants a new one", after)
+	}
+	if got := count(t, conn, "SELECT count(*) FROM outbox_events_pending"); got != len(pending) {
+		t.Errorf("%d rows pending after the upgrade, want the %d written after the horizon", got, len(pending))
+	}
+	rn = start(t, dbURL, broker, "upgraded", fast)
+	if !consumer.WaitDistinct(30*time.Second, len(published)+len(pending)) {
+		t.Fatalf("after the upgrade: %d of %d delivered", consumer.Distinct(), len(published)+len(pending))
+	}
+	if !rn.waitLog(10*time.Second, "catch-up pass done") {
+		t.Fatal("no catch-up pass after the upgrade")
+	}
+	for _, ev := range published {
+		if got := consumer.Count(ev.ID); got != 1 {
+			t.Fatalf("event %s, below the horizon before the upgrade, delivered %d times, want once", ev.ID, got)
+		}
+	}
+}

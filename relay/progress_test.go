@@ -187,8 +187,8 @@ func TestRetirementDeletesOnlyPublishedRows(t *testing.T) {
 	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ('retire', now())`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_table_slots (table_oid, slot_name, system_id, database_oid, covered_at)
-		VALUES ('outbox_events'::regclass, 'retire', walrelay_system_id(), walrelay_database_oid(), now())`); err != nil {
+	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_table_slots (table_oid, slot_name, covered_at)
+		VALUES ('outbox_events'::regclass, 'retire', now())`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_progress (slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn,

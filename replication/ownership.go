@@ -8,14 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// here is this cluster and database, in SQL: where a horizon or a claim recorded now
-// belongs (migration 8).
-const here = "walrelay_system_id(), walrelay_database_oid()"
-
-// isHere is the SQL condition that alias's system_id and database_oid are here's.
-func isHere(alias string) string {
-	return alias + ".system_id = walrelay_system_id() AND " + alias + ".database_oid = walrelay_database_oid()"
-}
+// recordedHere is the SQL condition that walrelay_progress row p speaks for this
+// database: recorded in this cluster and database, or still with the xmin of the
+// transaction that wrote it (migration 8).
+const recordedHere = "walrelay_recorded_here(p.system_id, p.database_oid, p.recorded_xid, p.xmin)"
 
 // Claim is what ClaimTables found for the slot's tables.
 type Claim struct {
@@ -30,15 +26,11 @@ type Claim struct {
 // processed_at) has room for one destination, so a table another slot streams is
 // refused with a *SetupError that says what to do. The claim is a row keyed by the
 // table's OID, so two relays claiming one table at the same moment are serialised by
-// its primary key. A claim recorded in another cluster or database (a copy) is
-// replaced. The slot's claims on tables it no longer lists lose their coverage: its
-// stream skips their inserts from now on.
+// its primary key. The slot's claims on tables it no longer lists lose their
+// coverage: its stream skips their inserts from now on.
 func ClaimTables(ctx context.Context, conn *pgx.Conn, slot string, tables []string) (Claim, error) {
-	_, err := conn.Exec(ctx, `INSERT INTO walrelay_table_slots AS c (table_oid, slot_name, system_id, database_oid)
-		SELECT t::regclass::oid, $1, `+here+` FROM unnest($2::text[]) t
-		ON CONFLICT (table_oid) DO UPDATE SET slot_name = EXCLUDED.slot_name, system_id = EXCLUDED.system_id,
-			database_oid = EXCLUDED.database_oid, claimed_at = now(), covered_at = NULL
-		WHERE NOT (`+isHere("c")+`)`, slot, tables)
+	_, err := conn.Exec(ctx, `INSERT INTO walrelay_table_slots (table_oid, slot_name)
+		SELECT t::regclass::oid, $1 FROM unnest($2::text[]) t ON CONFLICT (table_oid) DO NOTHING`, slot, tables)
 	if err != nil { // a database without migration 8 is refused before (HasHorizons)
 		return Claim{}, fmt.Errorf("claim the outbox tables for slot %s: %w", slot, err)
 	}
@@ -104,21 +96,21 @@ func MarkCovered(ctx context.Context, conn *pgx.Conn, slot string, created time.
 	return nil
 }
 
-// Elsewhere is a published horizon of the slot recorded in another cluster or
-// database: this database is a copy (pg_dump and pg_restore, logical replication),
-// and the horizon means nothing here.
+// Elsewhere is a published horizon of the slot that does not speak for this
+// database: recorded in another cluster or database, and its row written anew since
+// (pg_dump and pg_restore, logical replication), so its xids are another database's.
 type Elsewhere struct {
 	Table    string
 	System   string // "" when not known (recorded before migration 8 for a slot walrelay_slots does not know)
 	Database uint32
 }
 
-// HorizonsElsewhere lists the slot's published horizons that were recorded in
-// another cluster or database, which every reader of horizons ignores.
+// HorizonsElsewhere lists the slot's published horizons that do not speak for this
+// database, which every reader of horizons ignores.
 func HorizonsElsewhere(ctx context.Context, q Querier, slot string) ([]Elsewhere, error) {
 	rows, err := q.Query(ctx, `SELECT p.table_oid::regclass::text,
 			coalesce(p.system_id, ''), coalesce(p.database_oid, 0)
-		FROM walrelay_progress p WHERE p.slot_name = $1 AND NOT coalesce(`+isHere("p")+`, false)`, slot)
+		FROM walrelay_progress p WHERE p.slot_name = $1 AND NOT `+recordedHere, slot)
 	if err != nil {
 		return nil, fmt.Errorf("read the published horizons of slot %s: %w", slot, err)
 	}

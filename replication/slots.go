@@ -183,22 +183,24 @@ type execer interface {
 
 // RecordPublished records p as the published horizon of the slot's tables
 // (schema-qualified names) that a catch-up pass of the slot covered, for the slot's
-// incarnation created at created, in this cluster and database, and never lowers one
-// already recorded here. It fails with ErrNotSlotOwner when that incarnation is no
-// longer the slot's, or its catch-up pass has not finished: a deposed leader must not
-// speak for a slot it no longer owns (docs/design.md invariant 10).
+// incarnation created at created, with where it was recorded and by which
+// transaction, and never lowers one that speaks for this database. It fails with
+// ErrNotSlotOwner when that incarnation is no longer the slot's, or its catch-up pass
+// has not finished: a deposed leader must not speak for a slot it no longer owns
+// (docs/design.md invariant 10).
 func RecordPublished(ctx context.Context, q execer, slot string, created time.Time, p Published, tables []string) error {
-	tag, err := q.Exec(ctx, `INSERT INTO walrelay_progress AS p
-			(slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn, recorded_at, system_id, database_oid)
-		SELECT $1, c.table_oid, $2, $3::text::xid8, $4::text::pg_lsn, now(), `+here+`
+	tag, err := q.Exec(ctx, `INSERT INTO walrelay_progress AS p (slot_name, table_oid, slot_created_at, published_xid,
+			confirmed_lsn, recorded_at, system_id, database_oid, recorded_xid)
+		SELECT $1, c.table_oid, $2, $3::text::xid8, $4::text::pg_lsn, now(), walrelay_system_id(), walrelay_database_oid(),
+			pg_current_xact_id()
 		FROM unnest($5::text[]) t JOIN walrelay_table_slots c ON c.table_oid = t::regclass::oid
-		WHERE c.slot_name = $1 AND c.covered_at IS NOT NULL AND `+isHere("c")+`
+		WHERE c.slot_name = $1 AND c.covered_at IS NOT NULL
 			AND EXISTS (SELECT 1 FROM walrelay_slots s
 				WHERE s.slot_name = $1 AND s.created_at = $2 AND s.catchup_done_at IS NOT NULL)
 		ON CONFLICT (slot_name, table_oid) DO UPDATE SET slot_created_at = EXCLUDED.slot_created_at,
 			published_xid = EXCLUDED.published_xid, confirmed_lsn = EXCLUDED.confirmed_lsn, recorded_at = EXCLUDED.recorded_at,
-			system_id = EXCLUDED.system_id, database_oid = EXCLUDED.database_oid
-		WHERE p.published_xid < EXCLUDED.published_xid OR NOT coalesce(`+isHere("p")+`, false)`,
+			system_id = EXCLUDED.system_id, database_oid = EXCLUDED.database_oid, recorded_xid = EXCLUDED.recorded_xid
+		WHERE p.published_xid < EXCLUDED.published_xid OR NOT `+recordedHere,
 		slot, created, strconv.FormatUint(p.XID, 10), p.LSN.String(), tables)
 	if err != nil {
 		return fmt.Errorf("record published horizon of slot %s: %w", slot, err)
@@ -222,13 +224,13 @@ func RecordPublished(ctx context.Context, q execer, slot string, created time.Ti
 	return nil // already as far or further, or no table covered yet
 }
 
-// ReadPublished returns the slot's published horizon of table recorded in this
-// cluster and database (xid 0 when none), through q: a catch-up pass reads it in its
+// ReadPublished returns the slot's published horizon of table where it speaks for
+// this database (xid 0 when none), through q: a catch-up pass reads it in its
 // snapshot.
 func ReadPublished(ctx context.Context, q execer, slot, table string) (uint64, error) {
 	var xid *int64
 	err := q.QueryRow(ctx, `SELECT max(p.published_xid::text::bigint) FROM walrelay_progress p
-		WHERE p.slot_name = $1 AND p.table_oid = $2::regclass AND `+isHere("p"), slot, table).Scan(&xid)
+		WHERE p.slot_name = $1 AND p.table_oid = $2::regclass AND `+recordedHere, slot, table).Scan(&xid)
 	if err != nil {
 		return 0, fmt.Errorf("read published horizon of slot %s: %w", slot, err)
 	}

@@ -1,12 +1,15 @@
 -- Who owns a published horizon (docs/design.md invariant 10). A horizon speaks for
--- the xids of the cluster and database it was recorded in: a logical copy
--- (pg_dump and pg_restore, logical replication) brings the row along into a database
--- whose rows have other xids, so every horizon carries where it was recorded and
--- counts only there. One slot streams an outbox table (walrelay_table_slots): a row's
--- hand-over to the poller (retry_after, attempts, processed_at) has room for one
--- destination. And a table counts as covered only once a catch-up pass of its slot
--- read it, so a table that joins a slot's list has no horizon before that.
--- walrelay_full_xid widens over the whole 2^32 window below the next xid.
+-- the xids of the database it was recorded in. A logical copy (pg_dump and
+-- pg_restore, logical replication) brings its row along into a database whose rows
+-- have other xids, so a horizon counts only in the cluster and database it was
+-- recorded in, or where its row still has the xmin of the transaction that wrote it:
+-- a physical copy or pg_upgrade keeps every row's xmin (and the xid counter) while
+-- pg_upgrade gives the cluster a new system identifier; a logical copy writes the row
+-- anew. One slot streams an outbox table (walrelay_table_slots): a row's hand-over to
+-- the poller (retry_after, attempts, processed_at) has room for one destination. And
+-- a table counts as covered only once a catch-up pass of its slot read it, so a table
+-- that joins a slot's list has no horizon before that. walrelay_full_xid widens over
+-- the whole 2^32 window below the next xid.
 
 -- +goose Up
 -- +goose StatementBegin
@@ -27,38 +30,6 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 $$;
 -- +goose StatementEnd
 
-ALTER TABLE walrelay_progress
-    ADD COLUMN IF NOT EXISTS system_id    TEXT,
-    ADD COLUMN IF NOT EXISTS database_oid OID;
--- A horizon recorded before this migration belongs where its slot last streamed; one
--- whose slot walrelay_slots does not know stays NULL, which counts nowhere.
-UPDATE walrelay_progress p SET system_id = coalesce(s.system_id, walrelay_system_id()), database_oid = walrelay_database_oid()
-FROM walrelay_slots s WHERE s.slot_name = p.slot_name AND p.system_id IS NULL;
-
--- The slot that streams each outbox table, where that was decided (a copy's rows are
--- another cluster's and are replaced), and since when a catch-up pass of the slot
--- covers the table: NULL while the table has rows the slot's stream never carried.
-CREATE TABLE IF NOT EXISTS walrelay_table_slots (
-    table_oid    OID         PRIMARY KEY,
-    slot_name    TEXT        NOT NULL,
-    system_id    TEXT        NOT NULL,
-    database_oid OID         NOT NULL,
-    claimed_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
-    covered_at   TIMESTAMPTZ
-);
--- The tables of the slots walrelay streams here now, covered since their pass; where
--- two slots stream one table, the older slot keeps it and the other's relay is
--- refused at its next start.
-INSERT INTO walrelay_table_slots (table_oid, slot_name, system_id, database_oid, covered_at)
-SELECT t.oid, s.slot_name, walrelay_system_id(), walrelay_database_oid(), s.catchup_done_at
-FROM walrelay_slots s
-JOIN pg_replication_slots r ON r.slot_name = s.slot_name AND r.database = current_database()
-CROSS JOIN LATERAL (SELECT s.table_oid AS oid
-    UNION SELECT value::oid FROM jsonb_each_text(coalesce(s.table_oids, '{}'::jsonb))) t
-WHERE t.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.oid)
-ORDER BY s.created_at, s.slot_name
-ON CONFLICT (table_oid) DO NOTHING;
-
 -- +goose StatementBegin
 -- The 64-bit xid of a row's 32-bit xmin: the one congruent to it in the window
 -- [next - 2^32 + 2^20, next + 2^20). A row a statement sees was inserted below next,
@@ -74,14 +45,58 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 -- +goose StatementEnd
 
+-- Where each horizon was recorded, and the xid of the transaction that wrote its row.
+ALTER TABLE walrelay_progress
+    ADD COLUMN IF NOT EXISTS system_id    TEXT,
+    ADD COLUMN IF NOT EXISTS database_oid OID,
+    ADD COLUMN IF NOT EXISTS recorded_xid XID8;
+-- A horizon recorded before this migration belongs where its slot last streamed; one
+-- whose slot streamed elsewhere, or that walrelay_slots does not know, counts nowhere.
+UPDATE walrelay_progress p SET system_id = coalesce(s.system_id, walrelay_system_id()), database_oid = walrelay_database_oid(),
+    recorded_xid = CASE WHEN coalesce(s.system_id, walrelay_system_id()) = walrelay_system_id()
+        THEN walrelay_full_xid(p.xmin, walrelay_next_xid())::text::xid8 END
+FROM walrelay_slots s WHERE s.slot_name = p.slot_name AND p.system_id IS NULL;
+
 -- +goose StatementBegin
--- The published horizon of an outbox table: the one the slot that streams it recorded
--- in this cluster and database. NULL: none.
+-- Whether a walrelay_progress row speaks for this database: recorded in this cluster
+-- and database, or still with the xmin of the transaction that wrote it (a physical
+-- copy, pg_upgrade).
+CREATE OR REPLACE FUNCTION walrelay_recorded_here(system_id text, database_oid oid, recorded_xid xid8, row_xmin xid)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT coalesce(system_id = walrelay_system_id() AND database_oid = walrelay_database_oid(), false)
+        OR coalesce(walrelay_full_xid(row_xmin, walrelay_next_xid()) = recorded_xid::text::bigint, false)
+$$;
+-- +goose StatementEnd
+
+-- The slot that streams each outbox table, and since when a catch-up pass of the
+-- slot covers the table: NULL while the table has rows the slot's stream never carried.
+CREATE TABLE IF NOT EXISTS walrelay_table_slots (
+    table_oid  OID         PRIMARY KEY,
+    slot_name  TEXT        NOT NULL,
+    claimed_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    covered_at TIMESTAMPTZ
+);
+-- The tables of the slots walrelay streams here now, covered since their pass; where
+-- two slots stream one table, the older slot keeps it and the other's relay is
+-- refused at its next start.
+INSERT INTO walrelay_table_slots (table_oid, slot_name, covered_at)
+SELECT t.oid, s.slot_name, s.catchup_done_at
+FROM walrelay_slots s
+JOIN pg_replication_slots r ON r.slot_name = s.slot_name AND r.database = current_database()
+CROSS JOIN LATERAL (SELECT s.table_oid AS oid
+    UNION SELECT value::oid FROM jsonb_each_text(coalesce(s.table_oids, '{}'::jsonb))) t
+WHERE t.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = t.oid)
+ORDER BY s.created_at, s.slot_name
+ON CONFLICT (table_oid) DO NOTHING;
+
+-- +goose StatementBegin
+-- The published horizon of an outbox table: the one the slot that streams it
+-- recorded, where it speaks for this database. NULL: none.
 CREATE OR REPLACE FUNCTION walrelay_horizon(tbl regclass) RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT p.published_xid::text::bigint FROM walrelay_table_slots c
     JOIN walrelay_progress p ON p.slot_name = c.slot_name AND p.table_oid = c.table_oid
-    WHERE c.table_oid = tbl AND p.system_id = walrelay_system_id() AND p.database_oid = walrelay_database_oid()
+    WHERE c.table_oid = tbl AND walrelay_recorded_here(p.system_id, p.database_oid, p.recorded_xid, p.xmin)
 $$;
 -- +goose StatementEnd
 
@@ -99,6 +114,8 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 -- +goose StatementEnd
 DROP TABLE IF EXISTS walrelay_table_slots;
-ALTER TABLE walrelay_progress DROP COLUMN IF EXISTS system_id, DROP COLUMN IF EXISTS database_oid;
+DROP FUNCTION IF EXISTS walrelay_recorded_here(text, oid, xid8, xid);
+ALTER TABLE walrelay_progress DROP COLUMN IF EXISTS system_id, DROP COLUMN IF EXISTS database_oid,
+    DROP COLUMN IF EXISTS recorded_xid;
 DROP FUNCTION IF EXISTS walrelay_database_oid();
 DROP FUNCTION IF EXISTS walrelay_system_id();
