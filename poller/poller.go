@@ -85,7 +85,8 @@ func New(pool *pgxpool.Pool, snk sink.Sink, cfg Config) *Poller {
 // In poll-only mode a row is due only once its inserting transaction is older than
 // every transaction still running: a newer row may have committed before an older,
 // still open transaction that writes the same aggregate, and publishing it first
-// would break commit order.
+// would break commit order. The comparison is of 64-bit xids (walrelay_full_xid), so
+// that it holds for rows of any age below 2^32 xids, not only within 2^31.
 //
 // Without a created_at column, rows go in physical order (ctid), which is insertion
 // order for rows appended and never updated.
@@ -103,7 +104,7 @@ func selectQuery(shape outbox.Shape, pollOnly bool) string {
 			return d + " AND " + alias + ".retry_after IS NOT NULL AND " + alias + ".retry_after <= now()"
 		}
 		return d + " AND (" + alias + ".retry_after IS NULL OR " + alias + ".retry_after <= now())" +
-			" AND age(" + alias + ".xmin) > age(((pg_snapshot_xmin(pg_current_snapshot())::text::bigint % 4294967296)::text)::xid)"
+			" AND walrelay_full_xid(" + alias + ".xmin, (SELECT walrelay_next_xid())) < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 	}
 	// The candidates keep the table's own column values under fixed names.
 	created, earlier, order := "", "p.ctid < c.position", "c.position"

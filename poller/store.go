@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -305,35 +306,52 @@ func (s *Store) DeleteProcessed(ctx context.Context, olderThan time.Duration, ba
 // tell a row's age.
 var ErrNoCreationTime = errors.New("the outbox table has no creation time column: retire its published rows by partition or by hand")
 
+// retireAge is the xid age at which DeletePublished retires a published row whatever
+// its creation time: walrelay_full_xid reads a row's 32-bit xmin exactly only while
+// the row is younger than about 2^32 xids, and a published row must never grow older
+// (docs/design.md invariant 10).
+const retireAge = 3 << 30
+
 // DeletePublished retires rows created before the cutoff that the published horizon
 // covers (--on-publish progress, docs/design.md invariant 10): not marked, not handed
-// over, not dead letters, inserted below the lowest horizon of the slots that stream
-// the table. It deletes batchSize at a time, each batch found through the pending
-// index's creation time, and returns how many it deleted. Marked rows are
-// DeleteProcessed's.
+// over, not dead letters, inserted below the horizon of the slot that streams the
+// table. It deletes batchSize at a time, each batch found through the pending index's
+// creation time, and returns how many it deleted. Then it retires, among the oldest
+// rows by creation time, the published ones older than retireAge xids, however young
+// their creation time. Marked rows are DeleteProcessed's.
 func (s *Store) DeletePublished(ctx context.Context, olderThan time.Duration, batchSize int) (int64, error) {
 	c := s.cols
 	if c.createdAt == "" {
 		return 0, ErrNoCreationTime
 	}
-	cutoff := "now() - make_interval(secs => $1::float8)"
+	cutoff := "now() - make_interval(secs => $3::float8)"
 	if c.shape.CreatedAtType == "timestamp" {
 		cutoff = "((" + cutoff + ") AT TIME ZONE 'UTC')"
 	}
-	sql := "DELETE FROM " + s.table + " WHERE " + c.id + " IN (SELECT " + c.id + " FROM " + s.table +
-		" WHERE " + c.createdAt + " < " + cutoff + " AND processed_at IS NULL AND retry_after IS NULL AND dead_lettered_at IS NULL" +
-		" AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) < (SELECT walrelay_horizon($3::text::regclass)) LIMIT $2)"
+	const plain = "processed_at IS NULL AND retry_after IS NULL AND dead_lettered_at IS NULL"
+	const published = "walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) < coalesce((SELECT walrelay_horizon($1::text::regclass)), 0)"
+	byTime := "DELETE FROM " + s.table + " WHERE " + c.id + " IN (SELECT " + c.id + " FROM " + s.table +
+		" WHERE " + c.createdAt + " < " + cutoff + " AND " + plain + " AND " + published + " LIMIT $2)"
+	byAge := "DELETE FROM " + s.table + " WHERE " + c.id + " IN (SELECT " + c.id + " FROM (SELECT " + c.id + ", xmin FROM " +
+		s.table + " WHERE " + plain + " ORDER BY " + c.createdAt + " LIMIT $2) oldest WHERE " + published +
+		" AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) < (SELECT walrelay_next_xid()) - " + strconv.Itoa(retireAge) + ")"
 	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, sql, olderThan.Seconds(), batchSize, s.table)
-		if err != nil {
-			return total, fmt.Errorf("delete published rows: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batchSize) {
-			return total, nil
+	retire := func(sql string, args ...any) error {
+		for {
+			tag, err := s.pool.Exec(ctx, sql, args...)
+			if err != nil {
+				return fmt.Errorf("delete published rows: %w", err)
+			}
+			total += tag.RowsAffected()
+			if tag.RowsAffected() < int64(batchSize) {
+				return nil
+			}
 		}
 	}
+	if err := retire(byTime, s.table, batchSize, olderThan.Seconds()); err != nil {
+		return total, err
+	}
+	return total, retire(byAge, s.table, batchSize)
 }
 
 func truncate(s string, n int) string {

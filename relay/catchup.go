@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/outbox"
@@ -15,34 +16,39 @@ import (
 	"github.com/walrelay/walrelay/sink"
 )
 
-// catchUp publishes the pending rows visible in the new slot's snapshot through the
-// same window as the stream, and waits for every ack. Rows go in created_at order
+// catchUp publishes the pending rows of tables visible in the pass's snapshot
+// through the same window as the stream, and waits for every ack: the snapshot the
+// new slot exported (snapshot, by name), or, with snapshot empty, the one the pass's
+// transaction takes at its first statement. Rows go in created_at order
 // (the inserting transaction's start) and, within one transaction, in physical
 // order, which is insertion order for appended rows; only transactions that ran
 // concurrently can be ordered differently from their commits. A table without a
 // created_at column goes in physical order alone, and its events carry the time of
 // the pass as created_at: a row's commit time is not in the table.
-func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *poller.Bookkeeper, created replication.SlotCreation) (int, error) {
+func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *poller.Bookkeeper, snapshot string,
+	at pglogrepl.LSN, tables []*table) (int, error) {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return 0, errorf("begin snapshot transaction", err)
 	}
 	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(created.SnapshotName, "'", "''")+"'"); err != nil {
-		return 0, errorf("import slot snapshot", err)
+	if snapshot != "" {
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(snapshot, "'", "''")+"'"); err != nil {
+			return 0, errorf("import slot snapshot", err)
+		}
 	}
 	pub := r.passPublisher(snk, bk)
 	wm := replication.NewWatermark(r.window, 0)
 	wm.Begin()
 	n := 0
 	var readErr error
-	// Every table through the one snapshot: each is read up to the slot's start.
-	for i := range r.tables {
-		if readErr = r.catchUpTable(ctx, tx, &r.tables[i], pub, wm, &n); readErr != nil {
+	// Every table through the one snapshot: each is read up to the stream's start.
+	for _, t := range tables {
+		if readErr = r.catchUpTable(ctx, tx, t, pub, wm, &n); readErr != nil {
 			break
 		}
 	}
-	wm.Commit(created.ConsistentPoint)
+	wm.Commit(at)
 	// Like a stopping stream, settle what was handed to the broker, within the
 	// shutdown timeout, even when ctx ended: acked rows get marked, so a repeated
 	// pass publishes fewer of them again.
@@ -67,19 +73,16 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 }
 
 // catchUpTable publishes one table's pending rows in the pass, counting them in n.
-// Rows below the published horizon the slot's last incarnation recorded were
-// published by it (docs/design.md invariant 10) and are left out.
+// Rows below the published horizon the slot recorded in this database were published
+// by it (docs/design.md invariant 10) and are left out.
 func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publisher, wm *replication.Watermark, n *int) error {
-	var horizon uint64
-	if r.horizons {
-		var err error
-		if horizon, err = replication.ReadPublished(ctx, tx, r.cfg.Slot, t.name); err != nil {
-			return err
-		}
-		if horizon > 0 {
-			r.log.Info("catch-up pass leaves out the rows below the published horizon the lost slot recorded",
-				"slot", r.cfg.Slot, "table", t.name, "published_xid", horizon)
-		}
+	horizon, err := replication.ReadPublished(ctx, tx, r.cfg.Slot, t.name)
+	if err != nil {
+		return err
+	}
+	if horizon > 0 {
+		r.log.Info("catch-up pass leaves out the rows below the published horizon the slot recorded",
+			"slot", r.cfg.Slot, "table", t.name, "published_xid", horizon)
 	}
 	query, err := catchUpQuery(ctx, tx, t.shape, horizon)
 	if err != nil {

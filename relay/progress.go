@@ -58,7 +58,8 @@ func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
 			err, lastRecord = p.record(ctx), time.Now()
 		}
 		if errors.Is(err, replication.ErrNotSlotOwner) {
-			log("not recording the published horizon: the slot is another instance's now", "slot", p.slot, "err", err)
+			// err says why: another instance created the slot again, or its row is gone.
+			log("not recording the published horizon: the slot's incarnation is no longer this relay's", "slot", p.slot, "err", err)
 			return
 		} else if err != nil && ctx.Err() == nil {
 			log("recording the published horizon failed; will try again", "slot", p.slot, "err", err)

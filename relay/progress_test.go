@@ -21,6 +21,24 @@ func unpublished(table string) string {
 	return "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, (SELECT walrelay_horizon('" + table + "'::regclass)), (SELECT walrelay_next_xid()))"
 }
 
+// retirePublished runs the progress mode's retirement of outbox_events once, as the
+// relay's cleanup does, and returns how many rows it deleted.
+func retirePublished(t *testing.T, dbURL string, olderThan time.Duration, batch int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	deleted, err := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy()).
+		DeletePublished(ctx, olderThan, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return deleted
+}
+
 // count runs a count query.
 func count(t *testing.T, conn *pgx.Conn, query string, args ...any) int {
 	t.Helper()
@@ -169,24 +187,20 @@ func TestRetirementDeletesOnlyPublishedRows(t *testing.T) {
 	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ('retire', now())`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_progress (slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn)
-		SELECT 'retire', 'outbox_events'::regclass, created_at, pg_snapshot_xmin(pg_current_snapshot()), pg_current_wal_insert_lsn()
+	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_table_slots (table_oid, slot_name, covered_at)
+		VALUES ('outbox_events'::regclass, 'retire', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_progress (slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn,
+			system_id, database_oid)
+		SELECT 'retire', 'outbox_events'::regclass, created_at, pg_snapshot_xmin(pg_current_snapshot()), pg_current_wal_insert_lsn(),
+			walrelay_system_id(), walrelay_database_oid()
 		FROM walrelay_slots WHERE slot_name = 'retire'`); err != nil {
 		t.Fatal(err)
 	}
 	insert("old.after.horizon", "8 days", false, false)
 
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
-	deleted, err := store.DeletePublished(ctx, 7*24*time.Hour, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if deleted != 2500 {
+	if deleted := retirePublished(t, dbURL, 7*24*time.Hour, 1000); deleted != 2500 {
 		t.Errorf("deleted %d rows, want the 2500 published ones older than 7 days", deleted)
 	}
 	for kind, want := range map[string]int{"old.published": 0, "new.published": 2500, "old.retrying": 2500, "old.dead": 2500,

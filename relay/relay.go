@@ -47,9 +47,6 @@ type Relay struct {
 	// stores keep the books of the tables, by name (table.name).
 	stores map[string]*poller.Store
 	pool   *pgxpool.Pool // opened by Run
-	// horizons: the database has walrelay_progress (migration 7), so that catch-up
-	// passes leave out rows a published horizon covers.
-	horizons bool
 }
 
 // table is one outbox table the relay streams.
@@ -132,7 +129,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := r.checkTable(ctx, pool); err != nil || ctx.Err() != nil {
 		return err
 	}
-	if err := r.checkProgressSchema(ctx, pool); err != nil {
+	if err := checkSchema(ctx, pool); err != nil {
 		return err
 	}
 
@@ -437,16 +434,18 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 }
 
-// checkProgressSchema finds out whether the database keeps published horizons, which
-// --on-publish progress needs.
-func (r *Relay) checkProgressSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	var err error
-	if r.horizons, err = replication.HasHorizons(ctx, pool); err != nil {
+// checkSchema checks that the database has the walrelay schema this relay reads in
+// every mode: the published horizons and their owners (migrations 7 and 8), which
+// --on-publish progress records, catch-up passes leave out rows by, every stream
+// claims its tables in, and the poller's due test widens xids with.
+func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	ok, err := replication.HasHorizons(ctx, pool)
+	if err != nil {
 		return errorf("look up walrelay_progress", err)
 	}
-	if !r.horizons && r.cfg.OnPublish == poller.Progress {
-		return &replication.SetupError{Msg: "--on-publish progress (the stream's default) records its published horizon in " +
-			"walrelay_progress, which this database lacks: run walrelay migrate, or set --on-publish mark"}
+	if !ok {
+		return &replication.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
+			"walrelay_progress or walrelay_table_slots, migrations 7 and 8): run walrelay migrate"}
 	}
 	return nil
 }

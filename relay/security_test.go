@@ -114,6 +114,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_events TO " + role,
 		"GRANT SELECT, INSERT, UPDATE ON walrelay_slots TO " + role,
 		"GRANT SELECT, INSERT, UPDATE ON walrelay_progress TO " + role,
+		"GRANT SELECT, INSERT, UPDATE ON walrelay_table_slots TO " + role,
 	} {
 		if _, err := owner.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)

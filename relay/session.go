@@ -28,13 +28,18 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	if err != nil {
 		return err
 	}
+	// Before anything is created: a table another slot streams is refused.
+	claim, err := replication.ClaimTables(ctx, conn, r.cfg.Slot, r.tableNames())
+	if err != nil {
+		return err
+	}
 	rc, err := replication.Connect(ctx, r.cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
 
-	start, created, err := r.prepareSlot(ctx, conn, rc, snk, bk, st)
+	start, created, err := r.prepareSlot(ctx, conn, rc, snk, bk, st, claim)
 	if err != nil {
 		return err
 	}

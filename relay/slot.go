@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -14,15 +15,17 @@ import (
 )
 
 // prepareSlot makes the slot ready to stream and returns where streaming starts and
-// when walrelay created the slot: as it is, or created (again) with a catch-up pass
-// when it is missing, lost, or its last pass did not finish. A slot that had to be
-// replaced is news (docs/design.md invariant 9).
+// the slot's incarnation: as it is, or created (again) with a catch-up pass when it
+// is missing, lost, or its last pass did not finish, or adopted when walrelay did not
+// create it. A slot that had to be replaced is news (docs/design.md invariant 9). The
+// tables of claim that no pass has covered get a pass of their own before streaming.
 func (r *Relay) prepareSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper,
-	st replication.SlotState) (pglogrepl.LSN, time.Time, error) {
+	st replication.SlotState, claim replication.Claim) (pglogrepl.LSN, time.Time, error) {
 	here, _, err := rc.Identify(ctx, r.cfg.Slot, st.Created)
 	if err != nil {
 		return 0, time.Time{}, err
 	}
+	r.warnHorizonsElsewhere(ctx, conn)
 	start, created := st.Confirmed, st.Created
 	switch {
 	case st.Lost():
@@ -43,8 +46,18 @@ func (r *Relay) prepareSlot(ctx context.Context, conn *pgx.Conn, rc *replication
 			return 0, time.Time{}, err
 		}
 		start, created, err = r.createSlot(ctx, conn, rc, snk, bk)
+	case st.CatchupState == replication.CatchupUnknown:
+		if created, err = replication.AdoptSlot(ctx, conn, r.cfg.Slot, r.tableNames()); err == nil {
+			r.log.Info("adopted a replication slot walrelay did not create (Debezium's, or one made by hand): it is "+
+				"walrelay's from now on, and the transactions before its confirmed position count as published by its "+
+				"creator", "slot", r.cfg.Slot, "confirmed_lsn", st.Confirmed.String())
+		}
+		r.checkFailover(ctx, conn, rc, st)
 	default:
 		r.checkFailover(ctx, conn, rc, st)
+		if len(claim.Uncovered) > 0 {
+			err = r.joinPass(ctx, conn, snk, bk, created, start, claim.Uncovered)
+		}
 	}
 	if err != nil {
 		return 0, time.Time{}, err
@@ -53,6 +66,60 @@ func (r *Relay) prepareSlot(ctx context.Context, conn *pgx.Conn, rc *replication
 		return 0, time.Time{}, err
 	}
 	return start, created, nil
+}
+
+// joinPass publishes the rows of tables that joined the slot's list since its last
+// catch-up pass (docs/design.md invariant 10): the slot's stream never carried those
+// committed before the stream's start, nor those it skipped while the table was not
+// listed. The pass reads them in a snapshot taken once every transaction that had an
+// xid when it began has ended, so it sees every row whose commit the slot's
+// confirmed position start passed; later rows come through the stream (a row in
+// both is published twice). Until the pass is recorded the tables have no published
+// horizon, and a relay stopped before then repeats the pass.
+func (r *Relay) joinPass(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *poller.Bookkeeper, created time.Time,
+	start pglogrepl.LSN, names []string) error {
+	var tables []*table
+	for _, name := range names {
+		for i := range r.tables {
+			if r.tables[i].name == name {
+				tables = append(tables, &r.tables[i])
+			}
+		}
+	}
+	r.log.Info("outbox tables joined the slot's list: publishing the rows they hold before streaming", "slot", r.cfg.Slot,
+		"tables", names)
+	if err := replication.AwaitOlderTransactions(ctx, conn, func(waiting int) {
+		r.log.Info("waiting for transactions older than the pass to end", "slot", r.cfg.Slot, "transactions", waiting)
+	}); err != nil {
+		return errorf("join pass", err)
+	}
+	started := time.Now()
+	n, err := r.catchUp(ctx, conn, snk, bk, "", start, tables)
+	if err != nil {
+		return errorf("join pass", err)
+	}
+	if err := replication.MarkCovered(ctx, conn, r.cfg.Slot, created, names); err != nil {
+		return err
+	}
+	r.log.Info("join pass done", "slot", r.cfg.Slot, "tables", names, "events", n,
+		"took", time.Since(started).Round(time.Millisecond).String())
+	return nil
+}
+
+// warnHorizonsElsewhere says, once per session, that the slot's published horizons
+// recorded in another cluster or database are ignored.
+func (r *Relay) warnHorizonsElsewhere(ctx context.Context, conn *pgx.Conn) {
+	elsewhere, err := replication.HorizonsElsewhere(ctx, conn, r.cfg.Slot)
+	if err != nil {
+		r.log.Warn("could not read the slot's published horizons", "slot", r.cfg.Slot, "err", err)
+		return
+	}
+	for _, e := range elsewhere {
+		r.log.Warn("ignoring a published horizon recorded in another database cluster or database: this database is a "+
+			"copy (pg_dump and pg_restore, logical replication), whose rows have other xids. The rows it covered count as "+
+			"pending, and a catch-up pass publishes them again", "slot", r.cfg.Slot, "table", e.Table,
+			"recorded_in_system", e.System, "recorded_in_database_oid", e.Database)
+	}
 }
 
 // missingSlotReason tells why a slot walrelay streamed before is gone, from where it
@@ -82,6 +149,11 @@ func (r *Relay) slotReplaced(ctx context.Context, conn *pgx.Conn, why string) {
 		msg = "replication slot lost; creating a new one and publishing every row neither marked processed nor " +
 			"below the published horizon the lost slot recorded (the events of about the last progress interval " +
 			"may be published again)"
+		if without := r.tablesWithoutHorizon(ctx, conn); len(without) > 0 {
+			msg = "replication slot lost; creating a new one and publishing every row not marked processed: the lost " +
+				"slot recorded no published horizon in this database for " + strings.Join(without, ", ") +
+				" (or only another cluster's), so events published before may all be published again"
+		}
 	}
 	if r.cfg.OnPublish == poller.None {
 		msg = "replication slot lost; creating a new one. With --on-publish none the table does not say " +
@@ -92,6 +164,18 @@ func (r *Relay) slotReplaced(ctx context.Context, conn *pgx.Conn, why string) {
 	if err := replication.RecordReplaced(ctx, conn, r.cfg.Slot, why); err != nil {
 		r.log.Warn("could not record the slot's replacement for walrelay status", "err", err)
 	}
+}
+
+// tablesWithoutHorizon lists the tables the slot recorded no published horizon for
+// in this database.
+func (r *Relay) tablesWithoutHorizon(ctx context.Context, conn *pgx.Conn) []string {
+	var without []string
+	for _, t := range r.tables {
+		if xid, err := replication.ReadPublished(ctx, conn, r.cfg.Slot, t.name); err == nil && xid == 0 {
+			without = append(without, t.name)
+		}
+	}
+	return without
 }
 
 // checkFailover warns about what would lose the slot, or events, at a failover on a
@@ -133,11 +217,15 @@ func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.
 		"consistent_point", created.ConsistentPoint.String(), "failover", r.cfg.SlotFailover && rc.ServerMajor() >= replication.FailoverSlots)
 
 	started := time.Now()
-	n, err := r.catchUp(ctx, conn, snk, bk, created)
+	tables := make([]*table, len(r.tables))
+	for i := range r.tables {
+		tables[i] = &r.tables[i]
+	}
+	n, err := r.catchUp(ctx, conn, snk, bk, created.SnapshotName, created.ConsistentPoint, tables)
 	if err != nil {
 		return 0, time.Time{}, errorf("catch-up pass", err)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, r.cfg.Slot, incarnation); err != nil {
+	if err := replication.MarkCatchupDone(ctx, conn, r.cfg.Slot, incarnation, r.tableNames()); err != nil {
 		return 0, time.Time{}, err
 	}
 	r.log.Info("catch-up pass done", "slot", r.cfg.Slot, "events", n, "took", time.Since(started).Round(time.Millisecond).String())

@@ -62,8 +62,8 @@ type SlotState struct {
 type CatchupState int
 
 const (
-	// CatchupUnknown: the slot was not created by walrelay (no bookkeeping row); it is
-	// taken as it is.
+	// CatchupUnknown: the slot was not created by walrelay (no bookkeeping row); the
+	// relay adopts it (AdoptSlot).
 	CatchupUnknown CatchupState = iota
 	// CatchupPending: walrelay created the slot but did not finish publishing the rows
 	// its snapshot saw; the slot must be created again.

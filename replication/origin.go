@@ -21,7 +21,7 @@ type Origin struct {
 	System      string
 	Database    string
 	Slot        string
-	SlotCreated time.Time // zero: a slot walrelay did not create
+	SlotCreated time.Time // when walrelay created or adopted the slot (zero: not recorded)
 	Timeline    int32
 }
 

@@ -29,6 +29,9 @@ func TestPublishedHorizonOwnerAndMonotonic(t *testing.T) {
 		return xid
 	}
 
+	if _, err := replication.ClaimTables(ctx, conn, "horizon", tables); err != nil {
+		t.Fatal(err)
+	}
 	deposed, err := replication.RecordSlot(ctx, conn, "horizon")
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +39,7 @@ func TestPublishedHorizonOwnerAndMonotonic(t *testing.T) {
 	if err := replication.RecordPublished(ctx, conn, "horizon", deposed, replication.Published{XID: 100, LSN: 1}, tables); !errors.Is(err, replication.ErrNotSlotOwner) {
 		t.Fatalf("recording before the catch-up pass is done: err = %v, want ErrNotSlotOwner", err)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, "horizon", deposed); err != nil {
+	if err := replication.MarkCatchupDone(ctx, conn, "horizon", deposed, tables); err != nil {
 		t.Fatal(err)
 	}
 	if err := replication.RecordPublished(ctx, conn, "horizon", deposed, replication.Published{XID: 100, LSN: 1}, tables); err != nil {
@@ -64,7 +67,7 @@ func TestPublishedHorizonOwnerAndMonotonic(t *testing.T) {
 	if got := read(); got != 100 {
 		t.Fatalf("horizon %d after the deposed leader tried, want 100 (the lost incarnation's)", got)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, "horizon", current); err != nil {
+	if err := replication.MarkCatchupDone(ctx, conn, "horizon", current, tables); err != nil {
 		t.Fatal(err)
 	}
 	if err := replication.RecordPublished(ctx, conn, "horizon", current, replication.Published{XID: 300, LSN: 4}, tables); err != nil {

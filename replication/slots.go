@@ -49,12 +49,14 @@ func RecordSlot(ctx context.Context, conn *pgx.Conn, slot string) (time.Time, er
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // MarkCatchupDone records that the catch-up pass of the slot created at created
-// finished. It fails with ErrSlotRecreated when the slot has been created again since:
-// a deposed leader must not mark the new leader's pass done (docs/design.md
-// invariant 2).
-func MarkCatchupDone(ctx context.Context, conn *pgx.Conn, slot string, created time.Time) error {
-	tag, err := conn.Exec(ctx, "UPDATE walrelay_slots SET catchup_done_at = now() WHERE slot_name = $1 AND created_at = $2",
-		slot, created)
+// finished, and that it covered tables (docs/design.md invariant 10). It fails with
+// ErrSlotRecreated when the slot has been created again since: a deposed leader must
+// not mark the new leader's pass done (docs/design.md invariant 2).
+func MarkCatchupDone(ctx context.Context, conn *pgx.Conn, slot string, created time.Time, tables []string) error {
+	tag, err := conn.Exec(ctx, `WITH done AS (
+			UPDATE walrelay_slots SET catchup_done_at = now() WHERE slot_name = $1 AND created_at = $2 RETURNING slot_name)
+		, covered AS (`+markCovered+` AND EXISTS (SELECT 1 FROM done))
+		SELECT FROM done`, slot, created, tables)
 	if err != nil {
 		return fmt.Errorf("record catch-up done for slot %s: %w", slot, err)
 	}
@@ -62,6 +64,23 @@ func MarkCatchupDone(ctx context.Context, conn *pgx.Conn, slot string, created t
 		return fmt.Errorf("record catch-up done for slot %s: %w", slot, ErrSlotRecreated)
 	}
 	return nil
+}
+
+// AdoptSlot records a slot walrelay did not create (Debezium's, or one made by
+// hand) as walrelay's, with the adoption time as its incarnation and tables as
+// covered: the slot's past, every transaction before its confirmed position, was its
+// creator's to publish, and walrelay reads on from there. It returns the incarnation.
+func AdoptSlot(ctx context.Context, conn *pgx.Conn, slot string, tables []string) (time.Time, error) {
+	var created time.Time
+	err := conn.QueryRow(ctx, `INSERT INTO walrelay_slots (slot_name, created_at, catchup_done_at)
+		VALUES ($1, clock_timestamp(), clock_timestamp()) RETURNING created_at`, slot).Scan(&created)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("adopt slot %s: %w", slot, err)
+	}
+	if err := MarkCovered(ctx, conn, slot, created, tables); err != nil {
+		return time.Time{}, fmt.Errorf("adopt slot %s: %w", slot, err)
+	}
+	return created, nil
 }
 
 // Streamed is where a slot was last streamed: the cluster's system identifier and
@@ -138,12 +157,14 @@ func TakeHorizon(ctx context.Context, q execer) (Published, error) {
 	return Published{XID: uint64(xid), LSN: at}, nil
 }
 
-// HasHorizons reports whether the database keeps published horizons: migration 7's
-// walrelay_progress table and the functions of the derived rule.
+// HasHorizons reports whether the database keeps published horizons as this walrelay
+// does: migration 7's walrelay_progress table and the functions of the derived rule,
+// and migration 8's owners of tables and horizons.
 func HasHorizons(ctx context.Context, q execer) (bool, error) {
 	var ok bool
 	err := q.QueryRow(ctx, `SELECT to_regclass('walrelay_progress') IS NOT NULL
-		AND to_regproc('walrelay_full_xid') IS NOT NULL AND to_regproc('walrelay_published') IS NOT NULL`).Scan(&ok)
+		AND to_regproc('walrelay_full_xid') IS NOT NULL AND to_regproc('walrelay_published') IS NOT NULL
+		AND to_regclass('walrelay_table_slots') IS NOT NULL AND to_regproc('walrelay_system_id') IS NOT NULL`).Scan(&ok)
 	return ok, err
 }
 
@@ -161,20 +182,25 @@ type execer interface {
 }
 
 // RecordPublished records p as the published horizon of the slot's tables
-// (schema-qualified names), for the slot's incarnation created at created, and
-// never lowers one already recorded. It fails with ErrSlotRecreated when that
-// incarnation is no longer the slot's, or its catch-up pass has not finished: a
-// deposed leader must not speak for a slot it no longer owns (docs/design.md
-// invariant 10).
+// (schema-qualified names) that a catch-up pass of the slot covered, for the slot's
+// incarnation created at created, with where it was recorded and by which
+// transaction, and never lowers one that speaks for this database. It fails with
+// ErrNotSlotOwner when that incarnation is no longer the slot's, or its catch-up pass
+// has not finished: a deposed leader must not speak for a slot it no longer owns
+// (docs/design.md invariant 10).
 func RecordPublished(ctx context.Context, q execer, slot string, created time.Time, p Published, tables []string) error {
-	tag, err := q.Exec(ctx, `INSERT INTO walrelay_progress AS p
-			(slot_name, table_oid, slot_created_at, published_xid, confirmed_lsn, recorded_at)
-		SELECT $1, t::regclass::oid, $2, $3::text::xid8, $4::text::pg_lsn, now() FROM unnest($5::text[]) t
-		WHERE EXISTS (SELECT 1 FROM walrelay_slots s
-			WHERE s.slot_name = $1 AND s.created_at = $2 AND s.catchup_done_at IS NOT NULL)
+	tag, err := q.Exec(ctx, `INSERT INTO walrelay_progress AS p (slot_name, table_oid, slot_created_at, published_xid,
+			confirmed_lsn, recorded_at, system_id, database_oid, recorded_xid)
+		SELECT $1, c.table_oid, $2, $3::text::xid8, $4::text::pg_lsn, now(), walrelay_system_id(), walrelay_database_oid(),
+			pg_current_xact_id()
+		FROM unnest($5::text[]) t JOIN walrelay_table_slots c ON c.table_oid = t::regclass::oid
+		WHERE c.slot_name = $1 AND c.covered_at IS NOT NULL
+			AND EXISTS (SELECT 1 FROM walrelay_slots s
+				WHERE s.slot_name = $1 AND s.created_at = $2 AND s.catchup_done_at IS NOT NULL)
 		ON CONFLICT (slot_name, table_oid) DO UPDATE SET slot_created_at = EXCLUDED.slot_created_at,
-			published_xid = EXCLUDED.published_xid, confirmed_lsn = EXCLUDED.confirmed_lsn, recorded_at = EXCLUDED.recorded_at
-		WHERE p.published_xid < EXCLUDED.published_xid`,
+			published_xid = EXCLUDED.published_xid, confirmed_lsn = EXCLUDED.confirmed_lsn, recorded_at = EXCLUDED.recorded_at,
+			system_id = EXCLUDED.system_id, database_oid = EXCLUDED.database_oid, recorded_xid = EXCLUDED.recorded_xid
+		WHERE p.published_xid < EXCLUDED.published_xid OR NOT `+recordedHere,
 		slot, created, strconv.FormatUint(p.XID, 10), p.LSN.String(), tables)
 	if err != nil {
 		return fmt.Errorf("record published horizon of slot %s: %w", slot, err)
@@ -182,23 +208,29 @@ func RecordPublished(ctx context.Context, q execer, slot string, created time.Ti
 	if tag.RowsAffected() > 0 {
 		return nil
 	}
-	var owner bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM walrelay_slots
-		WHERE slot_name = $1 AND created_at = $2 AND catchup_done_at IS NOT NULL)`, slot, created).Scan(&owner); err != nil {
+	var current, done *time.Time
+	err = q.QueryRow(ctx, "SELECT created_at, catchup_done_at FROM walrelay_slots WHERE slot_name = $1", slot).Scan(&current, &done)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("record published horizon of slot %s: walrelay_slots has no row for the slot (deleted?): %w", slot, ErrNotSlotOwner)
+	case err != nil:
 		return fmt.Errorf("record published horizon of slot %s: %w", slot, err)
+	case !current.Equal(created):
+		return fmt.Errorf("record published horizon of slot %s: another instance created the slot again at %s: %w",
+			slot, current.UTC().Format(time.RFC3339Nano), ErrNotSlotOwner)
+	case done == nil:
+		return fmt.Errorf("record published horizon of slot %s: its catch-up pass has not finished: %w", slot, ErrNotSlotOwner)
 	}
-	if !owner {
-		return fmt.Errorf("record published horizon of slot %s: %w", slot, ErrNotSlotOwner)
-	}
-	return nil // already as far or further
+	return nil // already as far or further, or no table covered yet
 }
 
-// ReadPublished returns the slot's recorded published horizon of table (xid 0 when
-// none), through q: a catch-up pass reads it in the new slot's snapshot.
+// ReadPublished returns the slot's published horizon of table where it speaks for
+// this database (xid 0 when none), through q: a catch-up pass reads it in its
+// snapshot.
 func ReadPublished(ctx context.Context, q execer, slot, table string) (uint64, error) {
 	var xid *int64
-	err := q.QueryRow(ctx, `SELECT max(published_xid::text::bigint) FROM walrelay_progress
-		WHERE slot_name = $1 AND table_oid = $2::regclass`, slot, table).Scan(&xid)
+	err := q.QueryRow(ctx, `SELECT max(p.published_xid::text::bigint) FROM walrelay_progress p
+		WHERE p.slot_name = $1 AND p.table_oid = $2::regclass AND `+recordedHere, slot, table).Scan(&xid)
 	if err != nil {
 		return 0, fmt.Errorf("read published horizon of slot %s: %w", slot, err)
 	}

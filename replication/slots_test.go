@@ -30,7 +30,7 @@ func TestDeposedLeaderCannotFinishNewCatchup(t *testing.T) {
 	if !current.After(deposed) {
 		t.Fatalf("second creation %v not after the first %v", current, deposed)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, "takeover", deposed); !errors.Is(err, replication.ErrSlotRecreated) {
+	if err := replication.MarkCatchupDone(ctx, conn, "takeover", deposed, nil); !errors.Is(err, replication.ErrSlotRecreated) {
 		t.Fatalf("deposed leader marking done: err = %v, want ErrSlotRecreated", err)
 	}
 	var done *time.Time
@@ -40,7 +40,7 @@ func TestDeposedLeaderCannotFinishNewCatchup(t *testing.T) {
 	if done != nil {
 		t.Fatalf("the new leader's pass was marked done by the deposed leader at %v", done)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, "takeover", current); err != nil {
+	if err := replication.MarkCatchupDone(ctx, conn, "takeover", current, nil); err != nil {
 		t.Fatalf("current leader marking done: %v", err)
 	}
 	if err := conn.QueryRow(ctx, "SELECT catchup_done_at FROM walrelay_slots WHERE slot_name = 'takeover'").Scan(&done); err != nil {

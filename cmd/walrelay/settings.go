@@ -119,7 +119,7 @@ func newSettings() *settings {
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
-		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at", &c.Retention),
+		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at and at most 3·2^30 xids of age", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
 		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address", def: "false", boolean: true,
 			set: func(v string) error { return parseBool(v, &c.Pprof) }},
