@@ -44,7 +44,7 @@ type exactlyOnce struct {
 	origin   string        // of this replication session's LSNs
 	done     sink.Position // committed by earlier sessions
 	pub      *publisher    // bookkeeping: marks, dead letters, handovers
-	handOver *sync.Map     // event id -> error: events to give the poller, kept across sessions
+	handOver *sync.Map     // sink.EventKey -> error: events to give the poller, kept across sessions
 	interval time.Duration
 	maxBatch int
 
@@ -77,7 +77,7 @@ func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, 
 		p.pub.acked(poller.Outcome{Event: &ev, Covered: true}, txn, size)
 		return nil
 	}
-	if reason, ok := p.handOver.LoadAndDelete(ev.ID); ok {
+	if reason, ok := p.handOver.LoadAndDelete(sink.KeyOf(&ev)); ok {
 		// It poisoned an earlier Kafka transaction: record the failed attempt for
 		// the poller (at least once from there) and leave it out.
 		p.leaveOut(poller.Outcome{Event: &ev, Err: reason.(error), LSN: at.lsn}, txn, size)
@@ -133,8 +133,8 @@ func (p *exactlyOnce) commit() error {
 	if err == nil {
 		err = p.tx.Commit(ctx, p.reached)
 	}
-	for id, reason := range p.tx.Poisoned() {
-		p.handOver.Store(id, reason) // the next replication session hands it over and commits the rest
+	for key, reason := range p.tx.Poisoned() {
+		p.handOver.Store(key, reason) // the next replication session hands it over and commits the rest
 	}
 	for _, b := range p.batch {
 		if b.span != nil {

@@ -38,7 +38,7 @@ type Relay struct {
 	stalled        atomic.Bool
 	standby        atomic.Bool // waiting for another instance to release the slot
 	lostLeadership atomic.Bool // the last replication session ended because the lock's connection died
-	eoHandOver     sync.Map    // exactly-once: ids of events that poisoned a Kafka transaction
+	eoHandOver     sync.Map    // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
 
 	// tables are the outbox tables, their shapes read by checkTable at the start of
 	// Run; shape is the first one's.
