@@ -2,8 +2,12 @@ package relay
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +45,7 @@ const (
 // (docs/design.md invariant 2).
 type exactlyOnce struct {
 	tx       sink.StreamProducer
-	origin   string        // of this replication session's LSNs
+	origin   string        // of this replication session's LSNs, with its decoding (positionOrigin)
 	done     sink.Position // committed by earlier sessions
 	pub      *publisher    // bookkeeping: marks, dead letters, handovers
 	handOver *sync.Map     // sink.EventKey -> error: events to give the poller, kept across sessions
@@ -208,32 +212,69 @@ func (r *Relay) openExactlyOnce(ctx context.Context, rc *replication.Conn, slotC
 			return nil, nil, err
 		}
 	}
-	return &exactlyOnce{tx: tx, origin: origin.String(), done: pos, pub: pub, handOver: &r.eoHandOver,
+	return &exactlyOnce{tx: tx, origin: positionOrigin(origin, r.decoding()), done: pos, pub: pub, handOver: &r.eoHandOver,
 		interval: r.cfg.StatusInterval, maxBatch: max(1, r.cfg.MaxInFlightEvents/2)}, tx.Close, nil
 }
 
 // checkPosition keeps a committed position only when it comes from this stream's WAL
-// history. A position from elsewhere is ignored, loudly: trusting it would skip
-// events never produced; ignoring it repeats, at worst, what the slot had not
-// confirmed.
+// history and was counted by this configuration's decoding. A position from
+// elsewhere is ignored, loudly: trusting it would skip events never produced;
+// ignoring it repeats, at worst, what the slot had not confirmed.
 func (r *Relay) checkPosition(ctx context.Context, rc *replication.Conn, pos sink.Position, origin replication.Origin,
 	serverPos pglogrepl.LSN) (sink.Position, error) {
-	stored, err := replication.ParseOrigin(pos.Origin)
+	storedOrigin, decoding := splitPositionOrigin(pos.Origin)
+	stored, err := replication.ParseOrigin(storedOrigin)
 	why := "an origin walrelay cannot read"
 	if err == nil {
 		var same bool
 		if same, why, err = rc.Continues(ctx, stored, pos.LSN, origin, serverPos); err != nil {
 			return sink.Position{}, err
 		}
-		if same {
+		if same && decoding == r.decoding() {
 			r.log.Info("exactly-once: events up to this position are in the broker already", "slot", r.cfg.Slot, "position", pos.String())
 			return pos, nil
+		}
+		if same {
+			r.log.Warn("exactly-once: ignoring the stored position, which counts the events of a transaction as "+
+				"another configuration decoded them (the tables: list or --messages-prefix changed since); events the "+
+				"slot has not confirmed are produced again, so read_committed consumers may see some twice",
+				"slot", r.cfg.Slot, "position", pos.String())
+			return sink.Position{}, nil
 		}
 	}
 	r.log.Error("exactly-once: ignoring the stored position, which comes from "+why+"; events the slot has not "+
 		"confirmed are produced again, so read_committed consumers may see some twice",
 		"slot", r.cfg.Slot, "position", pos.String(), "origin", origin.String())
 	return sink.Position{}, nil
+}
+
+// A position counts a transaction's events by index, so it means what it says only
+// to a relay that decodes the same events from the same WAL: the same tables, the
+// same messages prefix. Its origin therefore carries a fingerprint of that decoding
+// after the WAL history's origin.
+const decodingField = " decoding="
+
+// decoding fingerprints what makes an event of a transaction: the tables streamed
+// (in any order) and the messages prefix.
+func (r *Relay) decoding() string {
+	names := r.tableNames()
+	slices.Sort(names)
+	sum := sha256.Sum256([]byte(strings.Join(names, "\n") + "\x00" + r.cfg.MessagePrefix))
+	return hex.EncodeToString(sum[:8])
+}
+
+func positionOrigin(o replication.Origin, decoding string) string {
+	return o.String() + decodingField + decoding
+}
+
+// splitPositionOrigin splits what positionOrigin joined; a position written without
+// its decoding has "" for it.
+func splitPositionOrigin(s string) (origin, decoding string) {
+	i := strings.LastIndex(s, decodingField)
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], s[i+len(decodingField):]
 }
 
 // checkSink checks what the configuration asks of its sink.

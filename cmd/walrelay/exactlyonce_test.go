@@ -74,3 +74,72 @@ func TestExactlyOnceSurvivesSIGKILL(t *testing.T) {
 	}
 	relay.stop(10 * time.Second)
 }
+
+// A position counts a transaction's events as the relay decoded them: here rows and
+// table-less events, interleaved. The relay is killed after a Kafka commit in the
+// middle of one large transaction and started again with messages turned off, which
+// makes the transaction's rows its only events: the stored position, counted over
+// rows and messages, must not be read as counting rows, which would skip rows that
+// never reached Kafka. Every row is delivered (some twice, once).
+func TestExactlyOnceRestartWithOtherMessagesPrefixSkipsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	slot := slotName(t, "")
+	env := relayEnv(dbURL, broker.ListenAddrs(), "WALRELAY_SLOT="+slot, "WALRELAY_DELIVERY=exactly-once",
+		"WALRELAY_MAX_INFLIGHT_EVENTS=20", "WALRELAY_STATUS_INTERVAL=2s", "WALRELAY_KEEPALIVE_INTERVAL=2s")
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	relay := startProc(t, "relay", env, "run")
+	waitStreaming(t, conn, slot, relay)
+
+	const pairs = 3000
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []outbox.Event
+	for i := range pairs {
+		row := outbox.Event{AggregateType: "order", AggregateID: fmt.Sprintf("o-%d", i%10), EventType: "row", Payload: []byte(`{}`)}
+		if err := outbox.Write(ctx, tx, &row); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+		msg := outbox.Event{AggregateType: "order", AggregateID: fmt.Sprintf("o-%d", i%10), EventType: "message", Payload: []byte(`{}`)}
+		if err := outbox.Emit(ctx, tx, &msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !consumer.WaitDistinct(time.Minute, 200) {
+		t.Fatalf("%d events of the transaction visible, want 200 before the kill", consumer.Distinct())
+	}
+	relay.signal(syscall.SIGKILL)
+	relay.wait(10 * time.Second)
+	if got := consumer.Distinct(); got >= 2*pairs {
+		t.Fatalf("the whole transaction (%d events) was in Kafka before the kill: the test proves nothing", got)
+	}
+
+	relay = startProc(t, "relay without messages", append(env, "WALRELAY_MESSAGES_PREFIX="), "run")
+	waitStreaming(t, conn, slot, relay)
+	if !consumer.WaitFor(2*time.Minute, func() bool {
+		for _, row := range rows {
+			if consumer.Count(row.ID) == 0 {
+				return false
+			}
+		}
+		return true
+	}) {
+		missing := 0
+		for _, row := range rows {
+			if consumer.Count(row.ID) == 0 {
+				missing++
+			}
+		}
+		t.Fatalf("%d of the transaction's %d rows never reached Kafka: the restarted relay skipped them", missing, pairs)
+	}
+	relay.stop(10 * time.Second)
+}
