@@ -69,6 +69,7 @@ type eoPending struct {
 	ev      *outbox.Event
 	txn     *replication.Txn
 	size    int
+	xid     uint32     // of its database transaction (poller.Outcome.Xid)
 	rowless bool       // a table-less event: nothing to mark (message.go)
 	span    trace.Span // nil: tracing off; it ends at the Kafka commit
 }
@@ -78,16 +79,16 @@ func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, 
 	if p.done.Covers(at.lsn, at.idx) {
 		// Committed to Kafka by an earlier session, which may have died before its
 		// bookkeeping, or handed over by it: mark it unless the poller has it.
-		p.pub.acked(poller.Outcome{Event: &ev, Covered: true}, txn, size)
+		p.pub.acked(poller.Outcome{Event: &ev, Covered: true, Xid: at.xid}, txn, size)
 		return nil
 	}
 	if reason, ok := p.handOver.LoadAndDelete(sink.KeyOf(&ev)); ok {
 		// It poisoned an earlier Kafka transaction: record the failed attempt for
 		// the poller (at least once from there) and leave it out.
-		p.leaveOut(poller.Outcome{Event: &ev, Err: reason.(error), LSN: at.lsn}, txn, size)
+		p.leaveOut(poller.Outcome{Event: &ev, Err: reason.(error), LSN: at.lsn, Xid: at.xid}, txn, size)
 		return nil
 	}
-	return p.produce(eoPending{ev: &ev, txn: txn, size: size}, at)
+	return p.produce(eoPending{ev: &ev, txn: txn, size: size, xid: at.xid}, at)
 }
 
 // produce adds e's event to the open Kafka transaction, committing it once it holds
@@ -120,7 +121,7 @@ func (p *exactlyOnce) unmappable(row outbox.Event, reason error, at position, tx
 		return
 	}
 	p.pub.m.failed.WithLabelValues("").Inc()
-	p.leaveOut(poller.Outcome{Event: &row, Err: reason, Unpublishable: true, LSN: at.lsn}, txn, 0)
+	p.leaveOut(unmappable(row, reason, at), txn, 0)
 }
 
 // commit ends the open Kafka transaction at the position reached; its events then
@@ -153,7 +154,7 @@ func (p *exactlyOnce) commit() error {
 			b.txn.Done(b.size, nil)
 			continue
 		}
-		p.pub.acked(poller.Outcome{Event: b.ev}, b.txn, b.size)
+		p.pub.acked(poller.Outcome{Event: b.ev, Xid: b.xid}, b.txn, b.size)
 	}
 	clear(p.batch)
 	p.batch = p.batch[:0]
