@@ -418,7 +418,7 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 					break
 				}
 				var shape outbox.Shape
-				shape, err = replication.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns)
+				shape, err = replication.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns, r.cfg.Publication)
 				tables = append(tables, table{TableConfig: tc, shape: shape, name: shape.Qualified()})
 			}
 			if err == nil {
