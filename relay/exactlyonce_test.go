@@ -63,9 +63,9 @@ func TestExactlyOnceHandedOverEventIsNotMarkedProcessed(t *testing.T) {
 		t.Fatalf("healthy events: %d of %d", consumer.Distinct(), len(healthy))
 	}
 	for i, ev := range poison {
-		waitFor(t, time.Minute, fmt.Sprintf("poison event %d in outbox_dead_letters", i+1), func() bool {
+		waitFor(t, time.Minute, fmt.Sprintf("poison event %d in outbox_events_dead_letters", i+1), func() bool {
 			var n int
-			err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_dead_letters WHERE id = $1", ev.ID).Scan(&n)
+			err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events_dead_letters WHERE id = $1", ev.ID).Scan(&n)
 			return err == nil && n == 1
 		})
 		if n := consumer.Count(ev.ID); n != 0 {
@@ -180,9 +180,9 @@ func TestExactlyOnceUnmappableRowIsNeverSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitFor(t, time.Minute, "the unmappable row in outbox_dead_letters", func() bool {
+	waitFor(t, time.Minute, "the unmappable row in outbox_events_dead_letters", func() bool {
 		var n int
-		err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_dead_letters WHERE id = $1", badID).Scan(&n)
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events_dead_letters WHERE id = $1", badID).Scan(&n)
 		return err == nil && n == 1
 	})
 	var writes int64
