@@ -17,15 +17,26 @@ import (
 
 func migrate(t *testing.T, o migrations.Options) (migrations.Report, string) {
 	t.Helper()
+	rep, out, err := migrateReport(o)
+	if err != nil {
+		t.Fatalf("migrate: %v\noutput:\n%s", err, out)
+	}
+	return rep, out
+}
+
+// migrateErr runs Migrate and returns its output and error.
+func migrateErr(o migrations.Options) (string, error) {
+	_, out, err := migrateReport(o)
+	return out, err
+}
+
+func migrateReport(o migrations.Options) (migrations.Report, string, error) {
 	var out bytes.Buffer
 	o.Out = &out
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rep, err := migrations.Migrate(ctx, o)
-	if err != nil {
-		t.Fatalf("migrate: %v\noutput:\n%s", err, out.String())
-	}
-	return rep, out.String()
+	return rep, out.String(), err
 }
 
 func indexValid(t *testing.T, dbURL, name string) (exists, valid bool) {
@@ -141,17 +152,6 @@ func TestMigratePartitionedTable(t *testing.T) {
 	}
 }
 
-// migrateErr runs Migrate and returns its error and output.
-func migrateErr(t *testing.T, o migrations.Options) (string, error) {
-	t.Helper()
-	var out bytes.Buffer
-	o.Out = &out
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := migrations.Migrate(ctx, o)
-	return out.String(), err
-}
-
 // A partitioned table of more rows than the threshold: its indexes are created ON ONLY
 // the parent in the transaction, built CONCURRENTLY per partition after it and
 // attached, so the application's writes go on during the builds. Here a build is held
@@ -189,7 +189,7 @@ func TestMigratePartitionedTableWritesGoOn(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		out, err := migrateErr(t, migrations.Options{DatabaseURL: dbURL, LargeTable: 100})
+		out, err := migrateErr(migrations.Options{DatabaseURL: dbURL, LargeTable: 100})
 		done <- result{err, out}
 	}()
 	var waiting bool
@@ -263,7 +263,7 @@ func TestMigrateRefusesWhatRunRefuses(t *testing.T) {
 			if _, err := conn.Exec(ctx, tc.ddl); err != nil {
 				t.Fatal(err)
 			}
-			out, err := migrateErr(t, migrations.Options{DatabaseURL: dbURL, Table: "public.ev"})
+			out, err := migrateErr(migrations.Options{DatabaseURL: dbURL, Table: "public.ev"})
 			var conflict *migrations.ConflictError
 			if !errors.As(err, &conflict) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing was changed") {
 				t.Fatalf("migrate: %v, want a conflict saying %q\n%s", err, tc.want, out)
@@ -349,7 +349,7 @@ func TestMigrateTwoTablesInOneSchema(t *testing.T) {
 		createDebezium(t, conn)
 		o := debezium
 		o.DatabaseURL = dbURL
-		out, err := migrateErr(t, o)
+		out, err := migrateErr(o)
 		if err == nil || !strings.Contains(err.Error(), `RENAME TO "idx_outbox_events_unprocessed"`) {
 			t.Fatalf("adopting outbox beside the older names: %v, want the renames named\n%s", err, out)
 		}

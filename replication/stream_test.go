@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/replication"
@@ -42,6 +43,27 @@ func (h *settleAll) HandleWAL(_ context.Context, data []byte) error {
 func (h *settleAll) Tick(context.Context) error  { return nil }
 func (h *settleAll) Drain(context.Context) error { return nil }
 
+// newSlot makes a database of the test's own with a publication and a slot, both
+// named name, for the test to stream; rc is closed when the test ends.
+func newSlot(ctx context.Context, t *testing.T, name string) (string, *pgx.Conn, *replication.Conn, replication.SlotCreation) {
+	t.Helper()
+	dbURL := testenv.MigratedDatabase(t)
+	conn := testenv.Connect(t, dbURL)
+	if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+name+" FOR TABLE outbox_events"); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := replication.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	created, err := rc.CreateSlot(ctx, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dbURL, conn, rc, created
+}
+
 // The check before a confirmation (the table watch's catalog query) runs beside the
 // reads: while one is held up, the stream goes on reading and settling, and confirms
 // nothing; once it passes, the stream confirms what it allows and, through later
@@ -50,20 +72,7 @@ func TestReadsGoOnWhileTheConfirmCheckRuns(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dbURL := testenv.MigratedDatabase(t)
-	conn := testenv.Connect(t, dbURL)
-	if _, err := conn.Exec(ctx, "CREATE PUBLICATION checked FOR TABLE outbox_events"); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := replication.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	created, err := rc.CreateSlot(ctx, "checked", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, conn, rc, created := newSlot(ctx, t, "checked")
 	start := testenv.SlotLSN(t, conn, "checked")
 
 	checking := make(chan struct{}, 1)
@@ -148,20 +157,7 @@ func TestConfirmsAsSoonAsTheCheckPasses(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dbURL := testenv.MigratedDatabase(t)
-	conn := testenv.Connect(t, dbURL)
-	if _, err := conn.Exec(ctx, "CREATE PUBLICATION prompt FOR TABLE outbox_events"); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := replication.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	created, err := rc.CreateSlot(ctx, "prompt", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dbURL, _, rc, created := newSlot(ctx, t, "prompt")
 
 	h := &tickCounter{settleAll: settleAll{wm: replication.NewWatermark(replication.NewWindow(1000, 1<<20), created.ConsistentPoint)}}
 	var confirmTick atomic.Int64 // ticks when the marker's end was first confirmed; -1 until then

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -105,19 +106,34 @@ func (h *heldCommit) release() {
 	}
 }
 
-// An acked row is marked (--on-publish mark) once its transaction is visible.
-func TestUnmarkedInvisibleCommit(t *testing.T) {
-	ctx := context.Background()
+// columnSet waits up to 10s for column of the row with id to be set.
+func (h *heldCommit) columnSet(column, id string) bool {
+	return poll(10*time.Second, func() bool {
+		var at *time.Time
+		err := h.db.queryRow(context.Background(), "SELECT "+column+" FROM outbox_events WHERE id = $1", []any{id}, &at)
+		return err == nil && at != nil
+	})
+}
+
+// relayOnOwnCluster starts a cluster whose relay sessions commit locally and a relay
+// streaming slot on it, with extra settings.
+func relayOnOwnCluster(t *testing.T, slot string, extra ...string) (string, *admin, *kfake.Cluster, *relayRuns) {
+	t.Helper()
 	_, dbURL := startCluster(t, 10*time.Second)
 	db := &admin{url: dbURL}
 	t.Cleanup(db.close)
 	localCommits(t, dbURL)
 	kafka := testenv.Kafka(t)
-	relay := newRelayRuns(t, relayEnv(dbURL, strings.Join(kafka.ListenAddrs(), ","), "unmarked", "WALRELAY_ON_PUBLISH=mark")) // the marks are what this tests
+	relay := newRelayRuns(t, relayEnv(dbURL, strings.Join(kafka.ListenAddrs(), ","), slot, extra...))
 	relay.start()
-	waitStreaming(t, db, "unmarked", relay, time.Minute)
-	consumer := testenv.NewConsumer(t, kafka.ListenAddrs(), `outbox\.event\..*`)
+	waitStreaming(t, db, slot, relay, time.Minute)
+	return dbURL, db, kafka, relay
+}
 
+// An acked row is marked (--on-publish mark) once its transaction is visible.
+func TestUnmarkedInvisibleCommit(t *testing.T) {
+	dbURL, db, kafka, relay := relayOnOwnCluster(t, "unmarked", "WALRELAY_ON_PUBLISH=mark") // the marks are what this tests
+	consumer := testenv.NewConsumer(t, kafka.ListenAddrs(), `outbox\.event\..*`)
 	const id = "11111111-1111-4111-8111-111111111111"
 	held := holdCommit(t, dbURL, db, `INSERT INTO outbox_events
 		(id, aggregate_type, aggregate_id, event_type, payload) VALUES ($1, 'order', 'o-1', 'order.created', '{"n": 1}')`, id)
@@ -128,11 +144,7 @@ func TestUnmarkedInvisibleCommit(t *testing.T) {
 		t.Error("the slot confirmed the transaction while its row was invisible, before the row was marked")
 	}
 	held.release()
-	var processed *time.Time
-	if !poll(10*time.Second, func() bool {
-		err := db.queryRow(ctx, "SELECT processed_at FROM outbox_events WHERE id = $1", []any{id}, &processed)
-		return err == nil && processed != nil
-	}) {
+	if !held.columnSet("processed_at", id) {
 		t.Errorf("event %s was published, but its row is still pending (processed_at NULL) 10s after it became visible", id)
 	}
 	relay.stop(30 * time.Second)
@@ -142,16 +154,7 @@ func TestUnmarkedInvisibleCommit(t *testing.T) {
 // transaction is visible, and its LSN is not confirmed before; under --on-publish
 // progress a row left as it was would count as published, with no event.
 func TestDeadLetterOfInvisibleCommit(t *testing.T) {
-	ctx := context.Background()
-	_, dbURL := startCluster(t, 10*time.Second)
-	db := &admin{url: dbURL}
-	t.Cleanup(db.close)
-	localCommits(t, dbURL)
-	kafka := testenv.Kafka(t)
-	relay := newRelayRuns(t, relayEnv(dbURL, strings.Join(kafka.ListenAddrs(), ","), "invisible"))
-	relay.start()
-	waitStreaming(t, db, "invisible", relay, time.Minute)
-
+	dbURL, db, _, relay := relayOnOwnCluster(t, "invisible")
 	const id = "22222222-2222-4222-8222-222222222222"
 	held := holdCommit(t, dbURL, db, `INSERT INTO outbox_events
 		(id, aggregate_type, aggregate_id, event_type, payload, created_at) VALUES ($1, 'order', 'o-1', 'order.created', '{}', 'infinity')`, id)
@@ -162,11 +165,7 @@ func TestDeadLetterOfInvisibleCommit(t *testing.T) {
 		t.Error("the slot confirmed the transaction while its row was invisible, before the row was dead-lettered")
 	}
 	held.release()
-	var dead *time.Time
-	if !poll(10*time.Second, func() bool {
-		err := db.queryRow(ctx, "SELECT dead_lettered_at FROM outbox_events WHERE id = $1", []any{id}, &dead)
-		return err == nil && dead != nil
-	}) {
+	if !held.columnSet("dead_lettered_at", id) {
 		t.Errorf("the unmappable row %s is no dead letter 10s after it became visible: it counts as published, with no event", id)
 	}
 	if !held.confirmedPast("invisible", 10*time.Second) {
