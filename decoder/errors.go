@@ -51,6 +51,7 @@ func (e *SchemaError) Error() string {
 type RowError struct {
 	Table  string // schema-qualified table, e.g. "public.outbox_events"
 	ID     string // the row's id when it could be read, "" otherwise
+	NullID bool   // the id column is NULL (an adopted table may allow it)
 	Column string // the offending column
 	Reason string // e.g. "is NULL"
 }

@@ -268,8 +268,11 @@ func unhex(c byte) (byte, bool) {
 // column could be read.
 func (rel *relation) rowError(data []byte, spans *[numColumns]span, f int, reason string) *RowError {
 	e := &RowError{Table: rel.t.qualified, Column: rel.t.names[f], Reason: reason}
-	if id := spans[fieldID]; id.kind == 't' || id.kind == 'b' {
+	switch id := spans[fieldID]; id.kind {
+	case 't', 'b':
 		e.ID = string(data[id.off : id.off+id.n])
+	case 'n':
+		e.NullID = true
 	}
 	return e
 }

@@ -116,8 +116,14 @@ func Migrate(ctx context.Context, o Options) (Report, error) {
 		return rep, &ConflictError{Table: p.display, Conflicts: p.conflicts}
 	}
 	if p.exists && len(p.steps) > 0 {
-		fmt.Fprintf(out, "adopting existing table %s (about %.0f rows: indexes are built %s)\n", p.display, max(p.rows, 0),
-			map[bool]string{false: "inside the transaction", true: "CONCURRENTLY after it"}[p.large])
+		how := "inside the transaction"
+		switch {
+		case p.large && p.partitioned:
+			how = "CONCURRENTLY per partition after it"
+		case p.large:
+			how = "CONCURRENTLY after it"
+		}
+		fmt.Fprintf(out, "adopting existing table %s (about %.0f rows: indexes are built %s)\n", p.display, max(p.rows, 0), how)
 	}
 
 	if o.DryRun {
@@ -166,7 +172,7 @@ func Migrate(ctx context.Context, o Options) (Report, error) {
 		if !s.Concurrent {
 			continue
 		}
-		fmt.Fprintf(out, "running %s outside the transaction (CONCURRENTLY cannot run in one; writes go on, it waits for older transactions)\n", oneLine(s.SQL))
+		fmt.Fprintf(out, "running %s after the commit (lock on %s: %s)\n", oneLine(s.SQL), s.on(p), s.Lock)
 		start := time.Now()
 		if _, err := conn.Exec(ctx, s.SQL); err != nil {
 			return rep, fmt.Errorf("%s: %w\nthe transaction's changes are committed; a failed concurrent build leaves an INVALID index, which the next walrelay migrate drops and builds again: run it again", oneLine(s.SQL), err)
@@ -184,7 +190,7 @@ func printDryRun(out io.Writer, pending []versioned, p *plan) {
 	for _, s := range p.steps {
 		text := s.SQL + ";"
 		if s.Lock != "" {
-			text = "-- lock on " + p.display + ": " + s.Lock + "\n" + text
+			text = "-- lock on " + s.on(p) + ": " + s.Lock + "\n" + text
 		}
 		if s.Concurrent {
 			concurrent = append(concurrent, text)
@@ -201,7 +207,7 @@ func printDryRun(out io.Writer, pending []versioned, p *plan) {
 		fmt.Fprintf(out, "BEGIN;\n%s\nCOMMIT;\n", strings.Join(tx, "\n\n"))
 	}
 	if len(concurrent) > 0 {
-		fmt.Fprintf(out, "-- then, outside the transaction (a large table; CONCURRENTLY cannot run in a transaction):\n%s\n",
+		fmt.Fprintf(out, "-- then, after the commit (a large table: CONCURRENTLY cannot run in a transaction, and writes go on):\n%s\n",
 			strings.Join(concurrent, "\n\n"))
 	}
 }

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/replication"
 )
 
 // The outbox table is not versioned: its name and columns are the user's, and it may
@@ -26,6 +27,8 @@ type Step struct {
 	// Concurrent steps run after the transaction committed, one by one: CREATE INDEX
 	// CONCURRENTLY cannot run inside a transaction block.
 	Concurrent bool
+	// Table is what Lock is taken on when it is not the outbox table: a partition.
+	Table string
 }
 
 // Conflict is something walrelay will not change on its own, with what to do.
@@ -34,7 +37,12 @@ type Conflict struct {
 	Advice  string
 }
 
-func (c Conflict) String() string { return c.Problem + "; " + c.Advice }
+func (c Conflict) String() string {
+	if c.Advice == "" {
+		return c.Problem
+	}
+	return c.Problem + "; " + c.Advice
+}
 
 // ConflictError lists every conflict found; nothing was changed.
 type ConflictError struct {
@@ -54,13 +62,22 @@ func (e *ConflictError) Error() string {
 
 // plan is what the outbox table needs.
 type plan struct {
-	table     string // schema-qualified, quoted
-	display   string // schema.name as the user reads it
-	exists    bool
-	rows      float64 // pg_class.reltuples, or counted up to the threshold when never analysed
-	large     bool    // indexes are built CONCURRENTLY, after the transaction
-	steps     []Step
-	conflicts []Conflict
+	table       string // schema-qualified, quoted
+	display     string // schema.name as the user reads it
+	exists      bool
+	partitioned bool
+	rows        float64 // pg_class.reltuples, or counted up to the threshold when never analysed
+	large       bool    // indexes are built CONCURRENTLY (per partition), after the transaction
+	steps       []Step
+	conflicts   []Conflict
+}
+
+// on names what s locks.
+func (s Step) on(p *plan) string {
+	if s.Table != "" {
+		return s.Table
+	}
+	return p.display
 }
 
 func (p *plan) add(sql, lock string, concurrent bool) {
@@ -73,49 +90,14 @@ func (p *plan) conflict(problem, advice string, args ...any) {
 
 func ident(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
 
-// bookkeeping are the columns walrelay adds to a table it adopts: nullable or with a
-// constant default, so the application's INSERT keeps working, and each a catalog-only
-// change (PostgreSQL 11+ stores a constant default without rewriting the table).
-var bookkeeping = []struct {
-	name, ddl string
-	types     []string // acceptable existing types (format_type)
-}{
-	{"attempts", "INT NOT NULL DEFAULT 0", []string{"integer", "smallint", "bigint"}},
-	{"processed_at", "TIMESTAMPTZ", []string{"timestamp with time zone"}},
-	{"retry_after", "TIMESTAMPTZ", []string{"timestamp with time zone"}},
-	{"last_error", "TEXT", []string{"text", "character varying"}},
-	{"dead_lettered_at", "TIMESTAMPTZ", []string{"timestamp with time zone"}},
-}
-
 // The deparsed index predicates (pg_get_expr), as walrelay creates them.
 const (
 	pendingPredicate    = "(processed_at IS NULL)"
 	handedOverPredicate = "((processed_at IS NULL) AND ((retry_after IS NOT NULL) OR (dead_lettered_at IS NOT NULL)))"
 )
 
-type wantIndex struct {
-	name      string
-	columns   []string
-	predicate string // deparsed
-	where     string // as written
-}
-
-// objectNames returns the names of the indexes and the view for a table: the
-// historical names for outbox_events, the table's name as a prefix otherwise.
-func objectNames(name string) (unprocessed, pendingAggregate, handedOver, view string) {
-	if name == outbox.DefaultTable {
-		return "idx_outbox_unprocessed", "idx_outbox_pending_aggregate", "idx_outbox_handed_over", "outbox_dead_letters"
-	}
-	short := func(prefix, suffix string) string {
-		n := prefix + name
-		if len(n)+len(suffix) > 63 {
-			n = n[:63-len(suffix)]
-		}
-		return n + suffix
-	}
-	return short("idx_", "_unprocessed"), short("idx_", "_pending_aggregate"), short("idx_", "_handed_over"),
-		short("", "_dead_letters")
-}
+// deadLetterViewName names the table's dead-letter view after it.
+func deadLetterViewName(table string) string { return fitName(table, "_dead_letters") }
 
 func splitTable(table string) (schema, name string) {
 	if s, n, ok := strings.Cut(table, "."); ok {
@@ -137,8 +119,12 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 
 	var oid uint32
 	var kind string
-	err := q.QueryRow(ctx, `SELECT c.oid, c.relkind::text, c.reltuples::float8 FROM pg_class c
-		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schema, name).
+	// A partitioned table's own reltuples says nothing: its partitions hold the rows.
+	err := q.QueryRow(ctx, `SELECT c.oid, c.relkind::text, CASE WHEN c.relkind = 'p' THEN
+			(SELECT CASE WHEN bool_or(l.reltuples < 0) THEN -1 ELSE coalesce(sum(l.reltuples), 0) END
+				FROM pg_partition_tree(c.oid) t JOIN pg_class l ON l.oid = t.relid WHERE t.isleaf)
+			ELSE c.reltuples END::float8
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schema, name).
 		Scan(&oid, &kind, &p.rows)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -146,7 +132,7 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 		return nil, fmt.Errorf("look up table %s: %w", p.display, err)
 	default:
 		p.exists = true
-		if p.rows < 0 && kind == "r" { // never vacuumed or analysed: count, up to the threshold
+		if p.rows < 0 && (kind == "r" || kind == "p") { // never vacuumed or analysed: count, up to the threshold
 			if err := q.QueryRow(ctx, "SELECT count(*)::float8 FROM (SELECT 1 FROM "+p.table+" LIMIT $1) s",
 				int64(o.largeTable())+1).Scan(&p.rows); err != nil {
 				return nil, fmt.Errorf("count rows of %s: %w", p.display, err)
@@ -163,6 +149,7 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 		return p, nil
 	}
 	partitioned := kind == "p"
+	p.partitioned = partitioned
 	if p.exists && kind != "r" && kind != "p" {
 		p.conflict(fmt.Sprintf("%s exists and is not a table (relkind %s)", p.display, kind),
 			"set --table to your outbox table, or rename %s (ALTER ... RENAME TO ...)", p.display)
@@ -207,16 +194,26 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 			}
 		}
 		var add []string
-		for _, b := range bookkeeping {
-			c, ok := have[b.name]
+		for _, b := range replication.Bookkeeping {
+			c, ok := have[b.Name]
 			if !ok {
-				add = append(add, "ADD COLUMN "+ident(b.name)+" "+b.ddl)
+				add = append(add, "ADD COLUMN "+ident(b.Name)+" "+b.DDL)
 				continue
 			}
-			if !contains(b.types, c.typ) {
-				p.conflict(fmt.Sprintf("column %s.%s is %s, walrelay keeps %s in it", p.display, b.name, c.typ, b.ddl),
+			if !slices.Contains(b.Types, c.typ) {
+				p.conflict(fmt.Sprintf("column %s.%s is %s, walrelay keeps %s in it", p.display, b.Name, c.typ, b.DDL),
 					"rename it (ALTER TABLE %s RENAME COLUMN %s TO ...) or change its type (ALTER TABLE %s ALTER COLUMN %s TYPE %s, which rewrites the table)",
-					p.table, ident(b.name), p.table, ident(b.name), strings.Fields(b.ddl)[0])
+					p.table, ident(b.Name), p.table, ident(b.Name), strings.Fields(b.DDL)[0])
+			}
+		}
+		if len(p.conflicts) == 0 {
+			// What `walrelay run` would refuse (a column type it cannot read, no unique
+			// index on id), refused before anything is changed.
+			var setup *replication.SetupError
+			if _, err := replication.DescribeTable(ctx, q, o.Table, cols); errors.As(err, &setup) {
+				p.conflicts = append(p.conflicts, Conflict{Problem: setup.Msg})
+			} else if err != nil {
+				return nil, err
 			}
 		}
 		if len(add) > 0 {
@@ -250,22 +247,20 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 	if cols.CreatedAt != "" {
 		byAggregate = append(byAggregate, cols.CreatedAt)
 	}
-	unprocessed, pendingAggregate, handedOver, view := objectNames(name)
-	// CREATE INDEX CONCURRENTLY does not exist for a partitioned table's own index.
-	large := p.rows > o.largeTable() && !partitioned
-	p.large = large
+	p.large = p.rows > o.largeTable()
+	table := relation{oid: oid, schema: schema, name: name, kind: kind}
 	for _, w := range []wantIndex{
-		{unprocessed, []string{order}, pendingPredicate, "processed_at IS NULL"},
-		{pendingAggregate, byAggregate, pendingPredicate, "processed_at IS NULL"},
-		{handedOver, []string{order}, handedOverPredicate,
+		{"_unprocessed", []string{order}, pendingPredicate, "processed_at IS NULL"},
+		{"_pending_aggregate", byAggregate, pendingPredicate, "processed_at IS NULL"},
+		{"_handed_over", []string{order}, handedOverPredicate,
 			"processed_at IS NULL AND (retry_after IS NOT NULL OR dead_lettered_at IS NOT NULL)"},
 	} {
-		if err := planIndex(ctx, q, p, schema, oid, w, large); err != nil {
+		if err := planIndex(ctx, q, p, table, w); err != nil {
 			return nil, err
 		}
 	}
 
-	if err := planView(ctx, q, p, schema, view, oid, order); err != nil {
+	if err := planView(ctx, q, p, schema, deadLetterViewName(name), oid, order); err != nil {
 		return nil, err
 	}
 	if err := planPendingView(ctx, q, p, schema, pendingViewName(name)); err != nil {
@@ -277,79 +272,29 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 	return p, nil
 }
 
-func planIndex(ctx context.Context, q pgx.Tx, p *plan, schema string, table uint32, w wantIndex, large bool) error {
-	quoted := make([]string, len(w.columns))
-	for i, c := range w.columns {
-		quoted[i] = ident(c)
-	}
-	create := func(concurrently bool) string {
-		kw := "CREATE INDEX "
-		if concurrently {
-			kw = "CREATE INDEX CONCURRENTLY "
-		}
-		return kw + "IF NOT EXISTS " + ident(w.name) + "\n    ON " + p.table + " (" + strings.Join(quoted, ", ") + ")\n    WHERE " + w.where
-	}
-	createLock := "SHARE (blocks writes while the index builds)"
-	concurrentLock := "SHARE UPDATE EXCLUSIVE (writes go on; waits for older transactions)"
-	var kind, method, predicate string
-	var relOid, tableOid uint32
-	var valid, unique bool
-	var keys []string
-	var expressions bool
-	err := q.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2`, schema, w.name).Scan(&relOid, &kind)
-	if errors.Is(err, pgx.ErrNoRows) {
-		p.add(create(large), map[bool]string{false: createLock, true: concurrentLock}[large], large)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("look up index %s: %w", w.name, err)
-	}
-	if kind != "i" && kind != "I" {
-		p.conflict(fmt.Sprintf("%s.%s exists and is not an index (relkind %s)", schema, w.name, kind),
-			"walrelay needs that name for an index on %s; rename it (ALTER TABLE %s RENAME TO ...) or drop it", p.display, ident(schema, w.name))
-		return nil
-	}
-	err = q.QueryRow(ctx, `SELECT i.indrelid, am.amname, coalesce(pg_get_expr(i.indpred, i.indrelid), ''),
-			i.indisvalid, i.indisunique, i.indexprs IS NOT NULL,
-			ARRAY(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, ord)
-				JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.ord)
-		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
-		WHERE i.indexrelid = $1`, relOid).Scan(&tableOid, &method, &predicate, &valid, &unique, &expressions, &keys)
-	if err != nil {
-		return fmt.Errorf("read index %s: %w", w.name, err)
-	}
-	same := tableOid == table && method == "btree" && !unique && !expressions && predicate == w.predicate &&
-		strings.Join(keys, ",") == strings.Join(w.columns, ",")
-	qualified := ident(schema, w.name)
-	if !same {
-		def := ""
-		_ = q.QueryRow(ctx, "SELECT pg_get_indexdef($1)", relOid).Scan(&def)
-		p.conflict(fmt.Sprintf("index %s exists with another definition (%s); walrelay's is %s (%s) WHERE %s",
-			w.name, def, p.display, strings.Join(w.columns, ", "), w.where),
-			"rename it (ALTER INDEX %s RENAME TO ...) or drop it (DROP INDEX %s)", qualified, qualified)
-		return nil
-	}
-	if !valid {
-		// A CREATE INDEX CONCURRENTLY that failed leaves an invalid index behind, which
-		// IF NOT EXISTS would keep: build it again.
-		if large {
-			p.add("DROP INDEX CONCURRENTLY IF EXISTS "+qualified, concurrentLock, true)
-			p.add(create(true), concurrentLock, true)
-		} else {
-			p.add("DROP INDEX "+qualified, "ACCESS EXCLUSIVE", false)
-			p.add(create(false), createLock, false)
-		}
-	}
-	return nil
-}
-
-// planView plans the dead-letter view; a view of that name that means something else
-// (the article's attempts >= 5) is a conflict.
+// planView plans the dead-letter view. One on the table under another name (an
+// older walrelay's outbox_dead_letters) is walrelay's; a view of walrelay's name that
+// means something else is a conflict.
 func planView(ctx context.Context, q pgx.Tx, p *plan, schema, view string, table uint32, order string) error {
 	qualified := ident(schema, view)
 	sql := "CREATE VIEW " + qualified + " AS\nSELECT *\nFROM " + p.table +
 		"\nWHERE dead_lettered_at IS NOT NULL\n  AND processed_at IS NULL\nORDER BY " + ident(order)
+	if p.exists {
+		rows, err := q.Query(ctx, `SELECT DISTINCT pg_get_viewdef(r.ev_class, false) FROM pg_rewrite r
+			JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+			JOIN pg_class c ON c.oid = r.ev_class
+			WHERE d.refobjid = $1::oid AND c.relkind = 'v' AND r.ev_class <> $1::oid`, table)
+		if err != nil {
+			return fmt.Errorf("read the views of %s: %w", p.display, err)
+		}
+		defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("read the views of %s: %w", p.display, err)
+		}
+		if slices.ContainsFunc(defs, viewIsWalrelays) {
+			return nil
+		}
+	}
 	var relOid uint32
 	var kind string
 	err := q.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -480,13 +425,4 @@ func planPublication(ctx context.Context, q pgx.Tx, p *plan, publication, schema
 			"run ALTER PUBLICATION %s ADD TABLE %s (when nothing else relies on what it publishes), or set --publication to another name", pub, p.table)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
@@ -24,19 +26,35 @@ type Outcome struct {
 	// Unpublishable marks a row that can never become an event (the decoder could
 	// not map it); it goes straight to the dead letters with Err as the reason.
 	Unpublishable bool
+	// NullID marks an unpublishable row whose id column is NULL.
+	NullID bool
 	// Covered marks an event an earlier exactly-once session committed to Kafka, or
 	// left out of it for the poller: its row is marked unless the poller has it.
 	Covered bool
 	LSN     pglogrepl.LSN // the commit LSN of the event's transaction, for logs
+	// Xid is the top-level xid of the transaction that inserted the row, as the
+	// stream names it; 0 for a row read from its table, which is visible already.
+	Xid uint32
 	// Bookkept is a sink.Done, so that the relay's per-event state can take both
 	// verdicts, the broker's and the bookkeeping's, without a closure per event.
 	Bookkept sink.Done
 
-	firstMissed time.Time // when the row was first not found to mark
+	firstMissed time.Time // when the row was first not found
+	visible     bool      // its transaction was seen finished before the last attempt
 }
 
-// invisibleFor bounds how long an acked row may stay unfound before the bookkeeper
-// settles it anyway (the application may have deleted it), with a warning.
+// A row the stream delivered may not be visible yet: logical decoding sends a
+// transaction as soon as its commit record is in the WAL, a little before other
+// sessions see its rows, and much later under synchronous replication while the
+// commit waits for a standby. A statement that finds no row for an outcome has
+// therefore proved nothing. The bookkeeper then asks whether the row's transaction
+// is finished for a new snapshot (pg_visible_in_snapshot); only a statement that
+// runs after that answer said yes, and still finds nothing, proves the row gone
+// (deleted by the application), and only then does the outcome settle without its
+// row written. Until then it stays queued, unsettled: the slot does not confirm past
+// it (docs/design.md invariant 1).
+
+// invisibleFor is how long a row may stay unfound before the bookkeeper warns.
 const invisibleFor = time.Minute
 
 // Bookkeeper records the outcomes of streamed events in the outbox table, in
@@ -93,11 +111,29 @@ func (b *Bookkeeper) storeOf(o *Outcome) int {
 	return -1
 }
 
-// part is a batch's outcomes for one table.
+// part is a batch's outcomes for one table, and the rows its statements found.
 type part struct {
 	ids, covered            []string
 	failures, unpublishable []Failure
-	found                   Found
+	found, foundCovered     Found
+	foundDead               Found
+}
+
+// missing reports whether o's row was written or is known gone: every outcome whose
+// statement looks the row up (all but failed attempts, which are upserts, and acks
+// with --on-publish none, which write nothing).
+func (p *part) missing(o *Outcome, mode OnPublish) bool {
+	switch {
+	case o.Unpublishable:
+		return !p.foundDead.HasRow(Failure{Event: o.Event, NullID: o.NullID})
+	case mode == None:
+		return false
+	case o.Covered:
+		return !p.foundCovered.Has(o.Event.ID)
+	case o.Err == nil:
+		return !p.found.Has(o.Event.ID)
+	}
+	return false
 }
 
 // Record queues an outcome. It never blocks: the relay's in-flight window bounds
@@ -176,7 +212,7 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 		case o.Covered:
 			p.covered = append(p.covered, o.Event.ID)
 		case o.Unpublishable:
-			p.unpublishable = append(p.unpublishable, Failure{Event: o.Event, Err: o.Err})
+			p.unpublishable = append(p.unpublishable, Failure{Event: o.Event, Err: o.Err, NullID: o.NullID})
 			b.log.Error("outbox row cannot become an event; dead-lettered", "event_id", o.Event.ID,
 				"table", b.stores[i].qualified, "lsn", o.LSN.String(), "err", o.Err)
 		case o.Err == nil:
@@ -201,22 +237,17 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	}
 	var retry []Outcome
 	for _, o := range batch {
-		if err == nil && o.Err == nil && !o.Unpublishable && !o.Covered && b.mode != None && !parts[b.storeOf(&o)].found.Has(o.Event.ID) {
-			// Acked, but its row is not visible yet: its transaction's commit is in the
-			// WAL but not yet visible to other sessions. Mark it in a later batch; until
-			// then it does not settle, so the slot does not confirm past it.
-			if o.firstMissed.IsZero() {
-				o.firstMissed = started
-			}
-			if time.Since(o.firstMissed) < invisibleFor {
+		if err == nil && parts[b.storeOf(&o)].missing(&o, b.mode) {
+			if !o.visible {
 				retry = append(retry, o)
 				continue
 			}
-			b.log.Warn("acked row still not found to mark; settling it unmarked (deleted by the application?)",
-				"event_id", o.Event.ID, "lsn", o.LSN.String())
+			b.log.Warn("row not found to record its outcome, though its transaction is visible; settling it "+
+				"(deleted by the application?)", "event_id", o.Event.ID, "table", o.Event.Table, "lsn", o.LSN.String())
 		}
 		o.Bookkept.Done(err)
 	}
+	b.seeVisible(ctx, retry)
 	n := len(batch) - len(retry) + len(unknown)
 	clear(batch)
 	b.mu.Lock()
@@ -226,8 +257,58 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	return batch[:0]
 }
 
-// commit records a batch in one transaction and sets, per table, the acked ids it
-// marked.
+// visibleSQL returns those of the xids $1 (32 bits, as the stream names them) whose
+// transactions a new snapshot sees as finished. Each is widened to the 64-bit xid
+// within 2^31 of the snapshot's xmax: a transaction the stream just delivered is.
+const visibleSQL = `SELECT x FROM unnest($1::bigint[]) AS x,
+	LATERAL (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) s
+	WHERE pg_visible_in_snapshot((s.xmax + ((x - s.xmax) % 4294967296 + 6442450944) % 4294967296 - 2147483648)::text::xid8,
+		pg_current_snapshot())`
+
+// seeVisible marks the outcomes whose rows were not found and whose transactions are
+// finished now, so that the next batch's statement, which runs after this answer,
+// decides whether the row is gone. It warns about rows unfound for long.
+func (b *Bookkeeper) seeVisible(ctx context.Context, unfound []Outcome) {
+	var xids []int64
+	for i := range unfound {
+		o := &unfound[i]
+		if o.firstMissed.IsZero() {
+			o.firstMissed = time.Now()
+		} else if time.Since(o.firstMissed) > invisibleFor {
+			b.log.Warn("row of a committed transaction still not visible to other sessions (waiting for a synchronous "+
+				"standby?); its LSN is not confirmed until the row is written", "event_id", o.Event.ID, "table", o.Event.Table,
+				"lsn", o.LSN.String(), "since", o.firstMissed.UTC().Format(time.RFC3339))
+			o.firstMissed = time.Now() // warn again after as long
+		}
+		if o.Xid == 0 {
+			o.visible = true
+		} else {
+			xids = append(xids, int64(o.Xid))
+		}
+	}
+	if len(xids) == 0 {
+		return
+	}
+	rows, err := b.stores[0].pool.Query(ctx, visibleSQL, xids)
+	var finished []int64
+	if err == nil {
+		finished, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			b.log.Warn("bookkeeping: cannot tell whether unfound rows are visible yet; trying again", "err", err)
+		}
+		return
+	}
+	for i := range unfound {
+		if o := &unfound[i]; o.Xid != 0 && slices.Contains(finished, int64(o.Xid)) {
+			o.visible = true
+		}
+	}
+}
+
+// commit records a batch in one transaction and sets, per table, the rows its
+// statements found.
 func (b *Bookkeeper) commit(ctx context.Context, parts []part) error {
 	work := false
 	for i := range parts {
@@ -249,14 +330,14 @@ func (b *Bookkeeper) commit(ctx context.Context, parts []part) error {
 			if p.found, err = store.Published(ctx, tx, b.mode, p.ids); err != nil {
 				return err
 			}
-			if err := store.PublishedEarlier(ctx, tx, b.mode, p.covered); err != nil {
+			if p.foundCovered, err = store.PublishedEarlier(ctx, tx, b.mode, p.covered); err != nil {
 				return err
 			}
 		}
 		if err := store.RecordFailures(ctx, tx, p.failures); err != nil {
 			return err
 		}
-		if err := store.DeadLetter(ctx, tx, p.unpublishable); err != nil {
+		if p.foundDead, err = store.DeadLetter(ctx, tx, p.unpublishable); err != nil {
 			return err
 		}
 	}

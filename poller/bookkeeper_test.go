@@ -100,9 +100,13 @@ func TestBookkeeperSettlesAfterCommit(t *testing.T) {
 	}
 }
 
-// An acked row not yet visible (its commit is in the WAL, not yet visible to other
-// sessions) is not settled unmarked: it waits in the queue, and settles once marked.
-func TestBookkeeperWaitsForInvisibleRow(t *testing.T) {
+// A row not yet visible (its commit is in the WAL, not yet visible to other
+// sessions) is not settled unwritten, whatever its outcome writes: the mark of an
+// acked row, the mark of a row an earlier exactly-once session covered, the dead
+// letter of an unmappable row. Each waits in the queue while its transaction is
+// invisible and settles once written. A row whose transaction is visible and that is
+// gone (deleted by the application) settles at once.
+func TestBookkeeperWaitsForInvisibleRows(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -110,22 +114,42 @@ func TestBookkeeperWaitsForInvisibleRow(t *testing.T) {
 	conn := testenv.Connect(t, dbURL)
 	bk := runBookkeeper(t, dbURL)
 
+	gone := testenv.WriteTx(t, conn, []string{"gone"}, "e", 1, false)[0]
+	var goneXid uint32
+	if err := conn.QueryRow(ctx, "DELETE FROM outbox_events WHERE id = $1 RETURNING xmin::text::bigint", gone.ID).Scan(&goneXid); err != nil {
+		t.Fatal(err)
+	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := outbox.Event{AggregateType: "order", AggregateID: "late", EventType: "e", Payload: []byte(`{}`)}
-	if err := outbox.Write(ctx, tx, &ev); err != nil {
+	var evs [3]outbox.Event
+	for i := range evs {
+		evs[i] = outbox.Event{AggregateType: "order", AggregateID: "late", EventType: "e", Payload: []byte(`{}`)}
+		if err := outbox.Write(ctx, tx, &evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var xid uint32
+	if err := tx.QueryRow(ctx, "SELECT (pg_current_xact_id()::text::bigint % 4294967296)::bigint").Scan(&xid); err != nil {
 		t.Fatal(err)
 	}
+	acked, covered, bad := evs[0], evs[1], evs[2]
 	got := &settled{err: map[string]error{}}
-	bk.Record(poller.Outcome{Event: &ev, Bookkept: got.settler(ev.ID)})
-	// Several batches pass while the row is invisible; it must not settle.
+	record := func(o poller.Outcome) { o.Bookkept = got.settler(o.Event.ID); bk.Record(o) }
+	record(poller.Outcome{Event: &acked, Xid: xid})
+	record(poller.Outcome{Event: &covered, Covered: true, Xid: xid})
+	record(poller.Outcome{Event: &outbox.Event{ID: bad.ID}, Err: errors.New("created_at is infinity"), Unpublishable: true, Xid: xid})
+	record(poller.Outcome{Event: &gone, Xid: goneXid})
+	testenv.WaitFor(t, 30*time.Second, "the outcome of the deleted row to settle", func() bool { return got.has(gone.ID) })
+	// Several batches pass while the rows are invisible; none may settle.
 	waitCtx, cancelWait := context.WithTimeout(ctx, 300*time.Millisecond)
 	err = bk.Wait(waitCtx)
 	cancelWait()
-	if err == nil || got.has(ev.ID) {
-		t.Fatalf("an acked row no other session can see was settled (Wait: %v)", err)
+	for _, ev := range evs {
+		if got.has(ev.ID) {
+			t.Errorf("the outcome of row %s, which no other session can see, was settled (Wait: %v)", ev.ID, err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -133,12 +157,19 @@ func TestBookkeeperWaitsForInvisibleRow(t *testing.T) {
 	if err := bk.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var processed bool
-	if err := conn.QueryRow(ctx, "SELECT processed_at IS NOT NULL FROM outbox_events WHERE id = $1", ev.ID).Scan(&processed); err != nil {
+	var marked, dead int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE processed_at IS NOT NULL AND id = ANY($1::uuid[])),
+			count(*) FILTER (WHERE dead_lettered_at IS NOT NULL AND id = $2) FROM outbox_events`,
+		[]string{acked.ID, covered.ID}, bad.ID).Scan(&marked, &dead); err != nil {
 		t.Fatal(err)
 	}
-	if !got.has(ev.ID) || !processed {
-		t.Fatalf("after the commit: settled %v, marked %v; want both", got.has(ev.ID), processed)
+	if marked != 2 || dead != 1 {
+		t.Fatalf("after the commit: %d of 2 rows marked, %d of 1 dead-lettered", marked, dead)
+	}
+	for _, ev := range evs {
+		if !got.has(ev.ID) {
+			t.Errorf("the outcome of row %s was not settled after its row was written", ev.ID)
+		}
 	}
 }
 

@@ -240,11 +240,11 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if err := p.store.DeadLetter(ctx, tx, unpublishable); err != nil {
+	if _, err := p.store.DeadLetter(ctx, tx, unpublishable); err != nil { // held rows: all found
 		return res, err
 	}
 	for _, f := range unpublishable {
-		p.cfg.Logger.Error("outbox row cannot become an event; dead-lettered", "event_id", f.Event.ID, "err", f.Err)
+		p.cfg.Logger.Error("outbox row cannot become an event; dead-lettered", "event_id", f.Event.ID, "table", p.cfg.Table, "err", f.Err)
 		res.FailedEventTypes = append(res.FailedEventTypes, "")
 	}
 	if len(batch) == 0 {
@@ -309,7 +309,8 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 		ev.TopicTemplate, ev.Table = p.cfg.TopicTemplate, p.cfg.Table
 		x.ev = ev
 		if bad != nil {
-			unpublishable = append(unpublishable, Failure{Event: &outbox.Event{ID: ev.ID}, Err: bad})
+			unpublishable = append(unpublishable, Failure{Event: &outbox.Event{ID: ev.ID}, Err: bad,
+				NullID: errors.Is(bad, ErrNullID), Position: x.position})
 		}
 		return x, err
 	})
@@ -318,7 +319,7 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 	}
 	batch := all[:0]
 	for _, x := range all {
-		if !slices.ContainsFunc(unpublishable, func(f Failure) bool { return f.Event.ID == x.ev.ID }) {
+		if !slices.ContainsFunc(unpublishable, func(f Failure) bool { return f.Position == x.position }) {
 			batch = append(batch, x)
 		}
 	}

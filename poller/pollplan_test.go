@@ -45,7 +45,7 @@ func TestPollOnlyLargeBatchProbesEarlierRows(t *testing.T) {
 	}
 	plan := strings.Join(lines, "\n")
 	if strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Hash Anti Join") ||
-		!strings.Contains(plan, "idx_outbox_pending_aggregate") {
+		!strings.Contains(plan, "idx_outbox_events_pending_aggregate") {
 		t.Errorf("the poll reads more than the candidates and their aggregates' index entries:\n%s", plan)
 	}
 	if err := tx.Rollback(ctx); err != nil {

@@ -45,9 +45,9 @@ func TestStreamModePollReadsOnlyHandedOverRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := strings.Join(lines, "\n")
-	if !strings.Contains(plan, "idx_outbox_handed_over") || strings.Contains(plan, "Seq Scan") ||
-		strings.Contains(plan, "idx_outbox_unprocessed") {
-		t.Errorf("the stream-mode poll does not read through idx_outbox_handed_over alone:\n%s", plan)
+	if !strings.Contains(plan, "idx_outbox_events_handed_over") || strings.Contains(plan, "Seq Scan") ||
+		strings.Contains(plan, "idx_outbox_events_unprocessed") {
+		t.Errorf("the stream-mode poll does not read through idx_outbox_events_handed_over alone:\n%s", plan)
 	}
 
 	n := selectedRows(ctx, t, conn, query, 100)

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -9,12 +10,16 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 )
 
+// ErrNullID is the reason a row whose id column is NULL (an adopted table may allow
+// it) is unpublishable: its event would have no id, and no bookkeeping could find it.
+var ErrNullID = errors.New("is NULL: an event needs its id")
+
 // ScanEvent reads one row selected with EventColumns (plus extra columns into
 // extra); cols names the columns in its errors and places its header, partition and
 // trace columns as the decoder does. A row that can never become an event (a NULL
 // required column, a created_at that is not a finite timestamp) comes back with
-// unpublishable set to the reason; err is for failures to read at all. A NULL
-// payload is an event with NullPayload set.
+// unpublishable set to the reason (ErrNullID for a NULL id); err is for failures to
+// read at all. A NULL payload is an event with NullPayload set.
 func ScanEvent(row pgx.Row, cols outbox.Columns, extra ...any) (ev outbox.Event, unpublishable error, err error) {
 	var id, aggType, aggID, eventType *string
 	var payload *[]byte
@@ -39,7 +44,7 @@ func ScanEvent(row pgx.Row, cols outbox.Columns, extra ...any) (ev outbox.Event,
 		ev.Partition = *partition
 	}
 	if id == nil {
-		return ev, nil, fmt.Errorf("outbox row with a NULL %s cannot be addressed; fix it by hand", cols.ID)
+		return ev, fmt.Errorf("outbox row: column %s %w", cols.ID, ErrNullID), nil
 	}
 	ev.ID = *id
 	for _, c := range []struct {

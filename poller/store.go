@@ -128,6 +128,11 @@ func (s *Store) conflictKey() string {
 type Failure struct {
 	Event *outbox.Event
 	Err   error
+	// NullID marks a row whose id column is NULL (an adopted table's id may be
+	// nullable): it has no id to be found by.
+	NullID bool
+	// Position is the row's ctid when the caller holds the row locked (the poller).
+	Position string
 }
 
 // RecordFailures counts one failed attempt for each row and schedules its retry
@@ -154,38 +159,76 @@ func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failur
 }
 
 // DeadLetter makes rows dead letters at once, with the failure as the reason: rows
-// that can never become events.
-func (s *Store) DeadLetter(ctx context.Context, q querier, rows []Failure) error {
+// that can never become events. It reports the rows it found: a row committed a
+// moment ago may not be visible yet (see Published). A row is found by its position
+// when the caller holds it, else by its id; a NULL id finds every row with a NULL id
+// not yet dead-lettered, none of which can be published, and those rows count as
+// found when at least one was dead-lettered per failure with a NULL id.
+func (s *Store) DeadLetter(ctx context.Context, q querier, rows []Failure) (Found, error) {
 	if len(rows) == 0 {
-		return nil
+		return Found{}, nil
 	}
+	set := "UPDATE " + s.table + " SET attempts = attempts + 1, last_error = $1, retry_after = NULL, dead_lettered_at = now() WHERE "
 	batch := &pgx.Batch{}
+	nulls := 0
 	for _, f := range rows {
-		batch.Queue("UPDATE "+s.table+" SET attempts = attempts + 1, last_error = $2, retry_after = NULL, "+
-			"dead_lettered_at = now() WHERE "+s.cols.id+" = $1", f.Event.ID, truncate(f.Err.Error(), 2000))
+		reason := truncate(f.Err.Error(), 2000)
+		switch {
+		case f.Position != "" && !s.cols.shape.Partitioned: // positions repeat across partitions
+			batch.Queue(set+"ctid = $2::tid", reason, f.Position)
+		case f.NullID:
+			nulls++
+			batch.Queue(set+s.cols.id+" IS NULL AND dead_lettered_at IS NULL", reason)
+		default:
+			batch.Queue(set+s.cols.id+" = $2", reason, f.Event.ID)
+		}
 	}
-	if err := q.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("dead-letter %d unpublishable rows: %w", len(rows), err)
+	br := q.SendBatch(ctx, batch)
+	found := Found{ids: make(map[string]bool, len(rows))}
+	var nullRows int64
+	for _, f := range rows {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return Found{}, fmt.Errorf("dead-letter %d unpublishable rows: %w", len(rows), err)
+		}
+		switch {
+		case f.NullID:
+			nullRows += tag.RowsAffected()
+		case tag.RowsAffected() > 0:
+			found.ids[f.Event.ID] = true
+		}
 	}
-	return nil
+	if err := br.Close(); err != nil {
+		return Found{}, fmt.Errorf("dead-letter %d unpublishable rows: %w", len(rows), err)
+	}
+	found.nullIDs = nulls > 0 && nullRows >= int64(nulls)
+	return found, nil
 }
 
 // PublishedEarlier applies the --on-publish mode to rows an earlier exactly-once
 // session covered with its Kafka position, leaving alone the rows it handed to the
-// poller or the dead letters instead: those were never produced.
-func (s *Store) PublishedEarlier(ctx context.Context, q querier, mode OnPublish, ids []string) error {
+// poller or the dead letters instead: those were never produced. It reports the rows
+// it found, changed or left alone.
+func (s *Store) PublishedEarlier(ctx context.Context, q querier, mode OnPublish, ids []string) (Found, error) {
 	if len(ids) == 0 {
-		return nil
+		return Found{}, nil
 	}
 	ours := " WHERE " + s.idIn() + " AND retry_after IS NULL AND dead_lettered_at IS NULL"
-	sql := "UPDATE " + s.table + " SET processed_at = now()" + ours + " AND processed_at IS NULL"
+	change := "UPDATE " + s.table + " SET processed_at = now()" + ours + " AND processed_at IS NULL"
 	if mode == Delete {
-		sql = "DELETE FROM " + s.table + ours
+		change = "DELETE FROM " + s.table + ours
 	}
-	if _, err := q.Exec(ctx, sql, idArray(ids)); err != nil {
-		return fmt.Errorf("record %d rows published by an earlier session (%s): %w", len(ids), mode, err)
+	// Both parts of the statement see one snapshot: a row seen is a row handled.
+	rows, err := q.Query(ctx, "WITH changed AS ("+change+" RETURNING 1) SELECT "+s.cols.id+"::text FROM "+s.table+
+		" WHERE "+s.idIn(), idArray(ids))
+	if err == nil {
+		var seen []string
+		if seen, err = pgx.CollectRows(rows, pgx.RowTo[string]); err == nil {
+			return foundOf(seen), nil
+		}
 	}
-	return nil
+	return Found{}, fmt.Errorf("record %d rows published by an earlier session (%s): %w", len(ids), mode, err)
 }
 
 // Published applies the --on-publish mode to acked rows and reports the ids it found.
@@ -228,11 +271,7 @@ func (s *Store) Published(ctx context.Context, q querier, mode OnPublish, ids []
 	if err != nil {
 		return Found{}, fmt.Errorf("record %d published rows (%s): %w", len(ids), mode, err)
 	}
-	f := Found{ids: make(map[string]bool, len(found))}
-	for _, id := range found {
-		f.ids[id] = true
-	}
-	return f, nil
+	return foundOf(found), nil
 }
 
 // PublishedLocked applies the --on-publish mode to acked rows that tx selected and
@@ -262,14 +301,31 @@ func (s *Store) PublishedLocked(ctx context.Context, tx pgx.Tx, mode OnPublish, 
 	return err
 }
 
-// Found tells which ids Published found.
+// Found tells which rows a statement of the bookkeeping found.
 type Found struct {
-	all bool
-	ids map[string]bool
+	all     bool
+	ids     map[string]bool
+	nullIDs bool // the rows with a NULL id (DeadLetter)
 }
 
-// Has reports whether Published found id.
+func foundOf(ids []string) Found {
+	f := Found{ids: make(map[string]bool, len(ids))}
+	for _, id := range ids {
+		f.ids[id] = true
+	}
+	return f
+}
+
+// Has reports whether the row with id was found.
 func (f Found) Has(id string) bool { return f.all || f.ids[id] }
+
+// HasRow reports whether the failure's row was found.
+func (f Found) HasRow(r Failure) bool {
+	if r.NullID {
+		return f.nullIDs
+	}
+	return f.Has(r.Event.ID)
+}
 
 // idIn is the condition "id is one of the array $1", with the array cast to the id
 // column's own type so that the primary-key index serves it.

@@ -106,7 +106,7 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 		if unpublishable != nil {
 			row := outbox.Event{ID: ev.ID}
 			t.label(&row)
-			pub.deadLetter(row, unpublishable, 0, wm.Track(0))
+			pub.deadLetter(row, unpublishable, position{}, wm.Track(0))
 			continue
 		}
 		size := ev.Size()

@@ -487,3 +487,49 @@ func TestPartitionedOutboxPollMode(t *testing.T) {
 	}
 	waitPublished(t, conn, "ppev", len(ids))
 }
+
+// An adopted table's id may be nullable (a unique index allows NULLs). A row with a
+// NULL id can never be an event: the catch-up pass, the stream and the poll-only
+// poller each make it a dead letter and go on, rather than failing on it (and
+// reconnecting to fail again, for ever).
+func TestNullIDRowIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []relay.Mode{relay.ModeStream, relay.ModePoll} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			dbURL, broker, conn := outboxWithBroker(t)
+			ctx := context.Background()
+			execSQL(t, conn, `CREATE TABLE nid (id uuid UNIQUE, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
+				event_type text NOT NULL, payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
+			execSQL(t, conn, addBookkeeping("nid"))
+			insert := func(id any) {
+				t.Helper()
+				execSQL(t, conn, `INSERT INTO nid (id, aggregate_type, aggregate_id, event_type, payload)
+					VALUES ($1, 'order', 'o-1', 'e', '{}')`, id)
+			}
+			insert(nil) // before the slot: the catch-up pass's (stream mode)
+			rn := start(t, dbURL, broker, "null_id_"+string(mode), fastRetries, func(c *config) {
+				c.Mode, c.Table, c.Publication = mode, "nid", "nid"
+				c.PollInterval = 100 * time.Millisecond
+			})
+			if mode == relay.ModeStream && !rn.waitLog(30*time.Second, "msg=streaming") {
+				t.Fatal("the relay did not start streaming")
+			}
+			consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+			insert(nil) // the stream's
+			const healthy = "33333333-3333-4333-8333-333333333333"
+			insert(healthy)
+			if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(healthy) == 1 }) {
+				t.Fatal("the row after the rows with a NULL id was not delivered")
+			}
+			waitFor(t, 30*time.Second, "both rows with a NULL id dead letters", func() bool {
+				var n int
+				err := conn.QueryRow(ctx, "SELECT count(*) FROM nid WHERE id IS NULL AND dead_lettered_at IS NOT NULL").Scan(&n)
+				return err == nil && n == 2
+			})
+			if strings.Contains(rn.logs.String(), "replication session failed") || strings.Contains(rn.logs.String(), "poll failed") {
+				t.Errorf("the relay failed on a row with a NULL id:\n%s", rn.logs.String())
+			}
+		})
+	}
+}

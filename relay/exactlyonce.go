@@ -2,8 +2,12 @@ package relay
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,10 +45,10 @@ const (
 // (docs/design.md invariant 2).
 type exactlyOnce struct {
 	tx       sink.StreamProducer
-	origin   string        // of this replication session's LSNs
+	origin   string        // of this replication session's LSNs, with its decoding (positionOrigin)
 	done     sink.Position // committed by earlier sessions
 	pub      *publisher    // bookkeeping: marks, dead letters, handovers
-	handOver *sync.Map     // event id -> error: events to give the poller, kept across sessions
+	handOver *sync.Map     // sink.EventKey -> error: events to give the poller, kept across sessions
 	interval time.Duration
 	maxBatch int
 
@@ -65,6 +69,7 @@ type eoPending struct {
 	ev      *outbox.Event
 	txn     *replication.Txn
 	size    int
+	xid     uint32     // of its database transaction (poller.Outcome.Xid)
 	rowless bool       // a table-less event: nothing to mark (message.go)
 	span    trace.Span // nil: tracing off; it ends at the Kafka commit
 }
@@ -74,16 +79,16 @@ func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, 
 	if p.done.Covers(at.lsn, at.idx) {
 		// Committed to Kafka by an earlier session, which may have died before its
 		// bookkeeping, or handed over by it: mark it unless the poller has it.
-		p.pub.acked(poller.Outcome{Event: &ev, Covered: true}, txn, size)
+		p.pub.acked(poller.Outcome{Event: &ev, Covered: true, Xid: at.xid}, txn, size)
 		return nil
 	}
-	if reason, ok := p.handOver.LoadAndDelete(ev.ID); ok {
+	if reason, ok := p.handOver.LoadAndDelete(sink.KeyOf(&ev)); ok {
 		// It poisoned an earlier Kafka transaction: record the failed attempt for
 		// the poller (at least once from there) and leave it out.
-		p.leaveOut(poller.Outcome{Event: &ev, Err: reason.(error), LSN: at.lsn}, txn, size)
+		p.leaveOut(poller.Outcome{Event: &ev, Err: reason.(error), LSN: at.lsn, Xid: at.xid}, txn, size)
 		return nil
 	}
-	return p.produce(eoPending{ev: &ev, txn: txn, size: size}, at)
+	return p.produce(eoPending{ev: &ev, txn: txn, size: size, xid: at.xid}, at)
 }
 
 // produce adds e's event to the open Kafka transaction, committing it once it holds
@@ -116,7 +121,7 @@ func (p *exactlyOnce) unmappable(row outbox.Event, reason error, at position, tx
 		return
 	}
 	p.pub.m.failed.WithLabelValues("").Inc()
-	p.leaveOut(poller.Outcome{Event: &row, Err: reason, Unpublishable: true, LSN: at.lsn}, txn, 0)
+	p.leaveOut(unmappable(row, reason, at), txn, 0)
 }
 
 // commit ends the open Kafka transaction at the position reached; its events then
@@ -133,8 +138,8 @@ func (p *exactlyOnce) commit() error {
 	if err == nil {
 		err = p.tx.Commit(ctx, p.reached)
 	}
-	for id, reason := range p.tx.Poisoned() {
-		p.handOver.Store(id, reason) // the next replication session hands it over and commits the rest
+	for key, reason := range p.tx.Poisoned() {
+		p.handOver.Store(key, reason) // the next replication session hands it over and commits the rest
 	}
 	for _, b := range p.batch {
 		if b.span != nil {
@@ -149,7 +154,7 @@ func (p *exactlyOnce) commit() error {
 			b.txn.Done(b.size, nil)
 			continue
 		}
-		p.pub.acked(poller.Outcome{Event: b.ev}, b.txn, b.size)
+		p.pub.acked(poller.Outcome{Event: b.ev, Xid: b.xid}, b.txn, b.size)
 	}
 	clear(p.batch)
 	p.batch = p.batch[:0]
@@ -208,32 +213,69 @@ func (r *Relay) openExactlyOnce(ctx context.Context, rc *replication.Conn, slotC
 			return nil, nil, err
 		}
 	}
-	return &exactlyOnce{tx: tx, origin: origin.String(), done: pos, pub: pub, handOver: &r.eoHandOver,
+	return &exactlyOnce{tx: tx, origin: positionOrigin(origin, r.decoding()), done: pos, pub: pub, handOver: &r.eoHandOver,
 		interval: r.cfg.StatusInterval, maxBatch: max(1, r.cfg.MaxInFlightEvents/2)}, tx.Close, nil
 }
 
 // checkPosition keeps a committed position only when it comes from this stream's WAL
-// history. A position from elsewhere is ignored, loudly: trusting it would skip
-// events never produced; ignoring it repeats, at worst, what the slot had not
-// confirmed.
+// history and was counted by this configuration's decoding. A position from
+// elsewhere is ignored, loudly: trusting it would skip events never produced;
+// ignoring it repeats, at worst, what the slot had not confirmed.
 func (r *Relay) checkPosition(ctx context.Context, rc *replication.Conn, pos sink.Position, origin replication.Origin,
 	serverPos pglogrepl.LSN) (sink.Position, error) {
-	stored, err := replication.ParseOrigin(pos.Origin)
+	storedOrigin, decoding := splitPositionOrigin(pos.Origin)
+	stored, err := replication.ParseOrigin(storedOrigin)
 	why := "an origin walrelay cannot read"
 	if err == nil {
 		var same bool
 		if same, why, err = rc.Continues(ctx, stored, pos.LSN, origin, serverPos); err != nil {
 			return sink.Position{}, err
 		}
-		if same {
+		if same && decoding == r.decoding() {
 			r.log.Info("exactly-once: events up to this position are in the broker already", "slot", r.cfg.Slot, "position", pos.String())
 			return pos, nil
+		}
+		if same {
+			r.log.Warn("exactly-once: ignoring the stored position, which counts the events of a transaction as "+
+				"another configuration decoded them (the tables: list or --messages-prefix changed since); events the "+
+				"slot has not confirmed are produced again, so read_committed consumers may see some twice",
+				"slot", r.cfg.Slot, "position", pos.String())
+			return sink.Position{}, nil
 		}
 	}
 	r.log.Error("exactly-once: ignoring the stored position, which comes from "+why+"; events the slot has not "+
 		"confirmed are produced again, so read_committed consumers may see some twice",
 		"slot", r.cfg.Slot, "position", pos.String(), "origin", origin.String())
 	return sink.Position{}, nil
+}
+
+// A position counts a transaction's events by index, so it means what it says only
+// to a relay that decodes the same events from the same WAL: the same tables, the
+// same messages prefix. Its origin therefore carries a fingerprint of that decoding
+// after the WAL history's origin.
+const decodingField = " decoding="
+
+// decoding fingerprints what makes an event of a transaction: the tables streamed
+// (in any order) and the messages prefix.
+func (r *Relay) decoding() string {
+	names := r.tableNames()
+	slices.Sort(names)
+	sum := sha256.Sum256([]byte(strings.Join(names, "\n") + "\x00" + r.cfg.MessagePrefix))
+	return hex.EncodeToString(sum[:8])
+}
+
+func positionOrigin(o replication.Origin, decoding string) string {
+	return o.String() + decodingField + decoding
+}
+
+// splitPositionOrigin splits what positionOrigin joined; a position written without
+// its decoding has "" for it.
+func splitPositionOrigin(s string) (origin, decoding string) {
+	i := strings.LastIndex(s, decodingField)
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], s[i+len(decodingField):]
 }
 
 // checkSink checks what the configuration asks of its sink.

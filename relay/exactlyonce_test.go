@@ -63,9 +63,9 @@ func TestExactlyOnceHandedOverEventIsNotMarkedProcessed(t *testing.T) {
 		t.Fatalf("healthy events: %d of %d", consumer.Distinct(), len(healthy))
 	}
 	for i, ev := range poison {
-		waitFor(t, time.Minute, fmt.Sprintf("poison event %d in outbox_dead_letters", i+1), func() bool {
+		waitFor(t, time.Minute, fmt.Sprintf("poison event %d in outbox_events_dead_letters", i+1), func() bool {
 			var n int
-			err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_dead_letters WHERE id = $1", ev.ID).Scan(&n)
+			err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events_dead_letters WHERE id = $1", ev.ID).Scan(&n)
 			return err == nil && n == 1
 		})
 		if n := consumer.Count(ev.ID); n != 0 {
@@ -180,9 +180,9 @@ func TestExactlyOnceUnmappableRowIsNeverSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitFor(t, time.Minute, "the unmappable row in outbox_dead_letters", func() bool {
+	waitFor(t, time.Minute, "the unmappable row in outbox_events_dead_letters", func() bool {
 		var n int
-		err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_dead_letters WHERE id = $1", badID).Scan(&n)
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events_dead_letters WHERE id = $1", badID).Scan(&n)
 		return err == nil && n == 1
 	})
 	var writes int64
@@ -197,5 +197,88 @@ func TestExactlyOnceUnmappableRowIsNeverSkipped(t *testing.T) {
 	}
 	if consumer.Count(badID) != 0 {
 		t.Fatal("the unmappable row was published")
+	}
+}
+
+// Exactly-once with two tables whose bigint ids overlap: table ta's row 5 poisons
+// the Kafka transaction (too large), table tb's row 5, earlier in the same database
+// transaction, is healthy. The next session must hand over ta's 5 alone: tb's 5 is
+// produced once and never handed over, ta's 5 ends as a dead letter without
+// reaching Kafka, and the stream goes on past them.
+func TestExactlyOncePoisonIsRememberedPerTable(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.MigratedDatabase(t)
+	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
+	conn := testenv.Connect(t, dbURL)
+	ctx := context.Background()
+	for _, name := range []string{"ta", "tb"} {
+		execSQL(t, conn, `CREATE TABLE `+name+` (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, aggregate_type text NOT NULL,
+			aggregate_id text NOT NULL, event_type text NOT NULL, payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
+		execSQL(t, conn, addBookkeeping(name))
+	}
+	tables := []relay.TableConfig{
+		{Table: "ta", Columns: outbox.DefaultColumns(), TopicTemplate: "ta.{aggregate_type}"},
+		{Table: "tb", Columns: outbox.DefaultColumns(), TopicTemplate: "tb.{aggregate_type}"},
+	}
+	rn := start(t, dbURL, broker, "eo_overlap", fastRetries, func(c *config) {
+		c.Publication, c.Tables, c.Delivery = "eo_overlap", tables, relay.ExactlyOnce
+	})
+	if !rn.waitLog(30*time.Second, "msg=streaming") {
+		t.Fatal("the relay did not start streaming")
+	}
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `t[ab]\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	delivered := func(topic, id string) int {
+		n := 0
+		for _, r := range consumer.Records {
+			if r.Topic == topic && testenv.Header(r, "id") == id {
+				n++
+			}
+		}
+		return n
+	}
+
+	huge := `{"blob": "` + strings.Repeat("x", 1_500_000) + `"}`
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []struct{ table, payload string }{
+		{"tb", "{}"}, {"tb", "{}"}, {"tb", "{}"}, {"tb", "{}"}, {"tb", "{}"}, // ids 1 to 5
+		{"ta", "{}"}, {"ta", "{}"}, {"ta", "{}"}, {"ta", "{}"}, {"ta", huge}, // ids 1 to 5, the last poisoned
+	} {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+row.table+` (aggregate_type, aggregate_id, event_type, payload)
+			VALUES ('order', 'o-1', 'e', $1)`, row.payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO tb (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', 'o-1', 'marker', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if !consumer.WaitFor(time.Minute, func() bool { return delivered("tb.order", "6") > 0 }) {
+		t.Fatal("the event after the poisoned transaction was not delivered: the stream is stuck")
+	}
+	waitFor(t, time.Minute, "ta's row 5 a dead letter", func() bool {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM ta WHERE id = 5 AND dead_lettered_at IS NOT NULL").Scan(&n)
+		return err == nil && n == 1
+	})
+	for id := 1; id <= 5; id++ {
+		if n := delivered("tb.order", fmt.Sprint(id)); n != 1 {
+			t.Errorf("tb's row %d delivered %d times, want once", id, n)
+		}
+		if want := map[bool]int{true: 0, false: 1}[id == 5]; delivered("ta.order", fmt.Sprint(id)) != want {
+			t.Errorf("ta's row %d delivered %d times, want %d", id, delivered("ta.order", fmt.Sprint(id)), want)
+		}
+	}
+	var attempts int
+	var handedOver bool
+	if err := conn.QueryRow(ctx, "SELECT attempts, retry_after IS NOT NULL FROM tb WHERE id = 5").Scan(&attempts, &handedOver); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 0 || handedOver {
+		t.Errorf("tb's healthy row 5 was handed over for ta's poisoned row 5 (attempts %d, retry_after set %t)", attempts, handedOver)
 	}
 }

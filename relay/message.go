@@ -181,7 +181,7 @@ func (p *exactlyOnce) message(ev outbox.Event, at position, txn *replication.Txn
 		txn.Done(size, nil)
 		return nil
 	}
-	if reason, ok := p.handOver.LoadAndDelete(ev.ID); ok {
+	if reason, ok := p.handOver.LoadAndDelete(sink.KeyOf(&ev)); ok {
 		p.leaveOutWith(func(then func(error)) {
 			p.pub.handOverMessage(&ev, reason.(error), at, txn, size, then)
 		})

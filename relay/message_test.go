@@ -298,7 +298,7 @@ func TestMalformedMessageIsDeadLettered(t *testing.T) {
 	})
 	var n int
 	var lastError, payload string
-	if err := conn.QueryRow(ctx, `SELECT count(*), min(last_error), min(payload::text) FROM outbox_dead_letters
+	if err := conn.QueryRow(ctx, `SELECT count(*), min(last_error), min(payload::text) FROM outbox_events_dead_letters
 		WHERE aggregate_type = 'walrelay.message' AND event_type = 'malformed'`).Scan(&n, &lastError, &payload); err != nil {
 		t.Fatal(err)
 	}
@@ -418,10 +418,10 @@ func TestExactlyOnceEmittedEvents(t *testing.T) {
 	if !consumer.WaitDistinct(time.Minute, len(healthy)) {
 		t.Fatalf("healthy events: %d of %d", consumer.Distinct(), len(healthy))
 	}
-	testenv.WaitFor(t, time.Minute, "the poison event and the malformed message in outbox_dead_letters", func() bool {
+	testenv.WaitFor(t, time.Minute, "the poison event and the malformed message in outbox_events_dead_letters", func() bool {
 		var poisoned, malformed int
 		err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE id = $1), count(*) FILTER (WHERE event_type = 'malformed')
-			FROM outbox_dead_letters`, poison.ID).Scan(&poisoned, &malformed)
+			FROM outbox_events_dead_letters`, poison.ID).Scan(&poisoned, &malformed)
 		return err == nil && poisoned == 1 && malformed == 1
 	})
 	marker, _ := emitTx(t, conn, []string{"m"}, "marker", 1, false)
@@ -471,7 +471,7 @@ func TestEmitRefusedPayloadTheTableCannotHoldIsDeadLettered(t *testing.T) {
 		t.Fatalf("the broker refused %d produce requests, want 1", refuse.Hits())
 	}
 	var payload, lastError string
-	if err := conn.QueryRow(ctx, "SELECT payload->>'payload_base64', last_error FROM outbox_dead_letters WHERE id = $1",
+	if err := conn.QueryRow(ctx, "SELECT payload->>'payload_base64', last_error FROM outbox_events_dead_letters WHERE id = $1",
 		raw.ID).Scan(&payload, &lastError); err != nil {
 		t.Fatalf("the refused event is not a dead letter: %v", err)
 	}

@@ -48,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "outbox_batch_duration_seconds", Help: "Duration of poller batches and bookkeeping batches.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}),
 		deadLetters: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "walrelay_dead_letters", Help: "Rows given up on after the maximum attempts (outbox_dead_letters)."}),
+			Name: "walrelay_dead_letters", Help: "Rows given up on after the maximum attempts (the <table>_dead_letters views)."}),
 		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "walrelay_commit_to_ack_seconds", Help: "Time from a transaction's commit to the broker's ack of its event.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),

@@ -65,8 +65,8 @@ func TestNoneModeHandOverIsNotStreamedAgain(t *testing.T) {
 	}
 
 	var attempts int
-	waitFor(t, time.Minute, "the re-inserted poison event in outbox_dead_letters", func() bool {
-		err := conn.QueryRow(ctx, "SELECT attempts FROM outbox_dead_letters WHERE id = $1", poison.ID).Scan(&attempts)
+	waitFor(t, time.Minute, "the re-inserted poison event in outbox_events_dead_letters", func() bool {
+		err := conn.QueryRow(ctx, "SELECT attempts FROM outbox_events_dead_letters WHERE id = $1", poison.ID).Scan(&attempts)
 		if err != nil && err != pgx.ErrNoRows {
 			t.Fatal(err)
 		}

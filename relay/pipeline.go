@@ -36,6 +36,7 @@ type position struct {
 	lsn       pglogrepl.LSN
 	committed time.Time // zero in the catch-up pass
 	idx       int
+	xid       uint32 // the transaction's, for rows not visible yet (poller.Outcome.Xid); 0 in the catch-up pass
 }
 
 // delivery takes the events of the stream's open transaction to the broker.
@@ -48,7 +49,7 @@ type delivery interface {
 	// event, as row.
 	malformedMessage(row outbox.Event, reason *decoder.MessageError, at position, txn *replication.Txn)
 	// unmappable dead-letters a row the decoder could not turn into an event.
-	// row names the row: its ID and Table.
+	// row names the row: its ID (unless reason says it is NULL) and Table.
 	unmappable(row outbox.Event, reason error, at position, txn *replication.Txn)
 	// tick runs every status interval.
 	tick() error
@@ -64,7 +65,7 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 			return nil
 		}
 		var rowErr *decoder.RowError
-		if errors.As(err, &rowErr) && rowErr.ID != "" {
+		if errors.As(err, &rowErr) {
 			row := outbox.Event{ID: rowErr.ID}
 			p.tables[p.msg.Table].label(&row)
 			p.d.unmappable(row, rowErr, p.at, p.wm.Track(0))
@@ -76,7 +77,7 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 	switch p.msg.Kind {
 	case decoder.KindBegin:
 		p.wm.Begin()
-		p.at = position{lsn: p.msg.FinalLSN, committed: p.msg.CommitTime}
+		p.at = position{lsn: p.msg.FinalLSN, committed: p.msg.CommitTime, xid: p.msg.Xid}
 	case decoder.KindInsert:
 		t := &p.tables[p.msg.Table]
 		t.label(&p.msg.Event)
@@ -112,7 +113,7 @@ func (a atLeastOnce) event(ev outbox.Event, at position, txn *replication.Txn, s
 }
 
 func (a atLeastOnce) unmappable(row outbox.Event, reason error, at position, txn *replication.Txn) {
-	a.pub.deadLetter(row, reason, at.lsn, txn)
+	a.pub.deadLetter(row, reason, at, txn)
 }
 
 func (atLeastOnce) tick() error { return nil }

@@ -38,7 +38,7 @@ type Relay struct {
 	stalled        atomic.Bool
 	standby        atomic.Bool // waiting for another instance to release the slot
 	lostLeadership atomic.Bool // the last replication session ended because the lock's connection died
-	eoHandOver     sync.Map    // exactly-once: ids of events that poisoned a Kafka transaction
+	eoHandOver     sync.Map    // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
 
 	// tables are the outbox tables, their shapes read by checkTable at the start of
 	// Run; shape is the first one's.
@@ -415,7 +415,7 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 					break
 				}
 				var shape outbox.Shape
-				shape, err = replication.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns)
+				shape, err = replication.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns, r.cfg.Publication)
 				tables = append(tables, table{TableConfig: tc, shape: shape, name: shape.Qualified()})
 			}
 			if err == nil {

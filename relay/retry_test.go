@@ -68,7 +68,7 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 	var lastError string
 	deadline := time.Now().Add(time.Minute)
 	for {
-		err := conn.QueryRow(ctx, "SELECT id::text, attempts, last_error FROM outbox_dead_letters").Scan(&poisonID, &attempts, &lastError)
+		err := conn.QueryRow(ctx, "SELECT id::text, attempts, last_error FROM outbox_events_dead_letters").Scan(&poisonID, &attempts, &lastError)
 		if err == nil {
 			break
 		}
@@ -307,9 +307,9 @@ func TestUnmappableRowIsDeadLettered(t *testing.T) {
 			if !consumer.WaitDistinct(time.Minute, len(good)) {
 				t.Fatalf("delivered %d of %d events after the bad row", consumer.Distinct(), len(good))
 			}
-			waitFor(t, 30*time.Second, "the bad row in outbox_dead_letters", func() bool {
+			waitFor(t, 30*time.Second, "the bad row in outbox_events_dead_letters", func() bool {
 				var reason string
-				err := conn.QueryRow(ctx, "SELECT last_error FROM outbox_dead_letters WHERE id = $1", badID).Scan(&reason)
+				err := conn.QueryRow(ctx, "SELECT last_error FROM outbox_events_dead_letters WHERE id = $1", badID).Scan(&reason)
 				return err == nil && strings.Contains(reason, "created_at")
 			})
 			if consumer.Count(badID) != 0 {
@@ -357,9 +357,9 @@ func TestExactlyOncePoisonEvent(t *testing.T) {
 	if !consumer.WaitDistinct(time.Minute, len(healthy)) {
 		t.Fatalf("healthy events: %d of %d", consumer.Distinct(), len(healthy))
 	}
-	waitFor(t, time.Minute, "the poison event in outbox_dead_letters", func() bool {
+	waitFor(t, time.Minute, "the poison event in outbox_events_dead_letters", func() bool {
 		var n int
-		err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_dead_letters WHERE id = $1", poison.ID).Scan(&n)
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM outbox_events_dead_letters WHERE id = $1", poison.ID).Scan(&n)
 		return err == nil && n == 1
 	})
 	marker := testenv.WriteTx(t, conn, []string{"m"}, "marker", 1, false)[0]

@@ -1,14 +1,15 @@
 package relay
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -23,7 +24,8 @@ import (
 //	outcome                                  none / progress       mark / delete
 //	acked by the broker                      at the ack            when its row's mark committed
 //	refused for what it is (event error)     when its failed attempt is recorded for the poller
-//	a row the decoder cannot map             when its dead-letter record committed
+//	a row the decoder cannot map             when its dead-letter record committed (the
+//	                                         bookkeeping waits for an invisible row: poller.Outcome)
 //	broker or partition unavailable          never: the session ends and streams it again
 //	exactly-once, its Kafka commit           at the commit         when the marks committed
 //	exactly-once, covered by an earlier      at once               when marked (rows the poller
@@ -113,7 +115,7 @@ func (f *inflight) Done(err error) {
 	case err == nil && !p.markAcks:
 		f.txn.Done(f.size, nil)
 	case err == nil || sink.IsEventError(err):
-		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.at.lsn, Bookkept: (*bookkept)(f)})
+		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.at.lsn, Xid: f.at.xid, Bookkept: (*bookkept)(f)})
 	default:
 		f.txn.Done(f.size, fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w",
 			f.ev.ID, f.ev.EventType, f.ev.AggregateID, err))
@@ -132,11 +134,18 @@ func (b *bookkept) Done(err error) {
 	f.txn.Done(f.size, err)
 }
 
-// deadLetter records a row the decoder could not map as a dead letter; it settles
-// once that is committed.
-func (p *publisher) deadLetter(row outbox.Event, reason error, lsn pglogrepl.LSN, txn *replication.Txn) {
+// deadLetter records a row the decoder (or the catch-up pass) could not map as a
+// dead letter; it settles once that is committed.
+func (p *publisher) deadLetter(row outbox.Event, reason error, at position, txn *replication.Txn) {
 	p.m.failed.WithLabelValues("").Inc()
-	p.record(poller.Outcome{Event: &row, Err: reason, Unpublishable: true, LSN: lsn}, txn, 0, nil)
+	p.record(unmappable(row, reason, at), txn, 0, nil)
+}
+
+// unmappable is the outcome of a row that cannot become an event.
+func unmappable(row outbox.Event, reason error, at position) poller.Outcome {
+	var rowErr *decoder.RowError
+	nullID := errors.As(reason, &rowErr) && rowErr.NullID || errors.Is(reason, poller.ErrNullID)
+	return poller.Outcome{Event: &row, Err: reason, Unpublishable: true, NullID: nullID, LSN: at.lsn, Xid: at.xid}
 }
 
 // acked settles an event the broker has (o.Err nil): at once with --on-publish

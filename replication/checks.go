@@ -106,7 +106,7 @@ func PreflightTables(ctx context.Context, conn *pgx.Conn, tables []Table, public
 	}
 	shapes := make([]outbox.Shape, 0, len(tables))
 	for _, t := range tables {
-		shape, err := CheckTable(ctx, conn, t.Name, t.Columns)
+		shape, err := CheckTable(ctx, conn, t.Name, t.Columns, publication)
 		if err != nil {
 			return SlotState{}, err
 		}
@@ -144,12 +144,31 @@ func CheckServer(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
+// Bookkeeping are the columns walrelay keeps its state in, on every outbox table:
+// what `walrelay migrate` adds (nullable or with a constant default, so the
+// application's INSERT keeps working, and each a catalog-only change) and the types
+// it accepts in a column that exists (format_type).
+var Bookkeeping = []struct {
+	Name, DDL string
+	Types     []string
+}{
+	{"attempts", "INT NOT NULL DEFAULT 0", []string{"integer", "smallint", "bigint"}},
+	{"processed_at", "TIMESTAMPTZ", []string{"timestamp with time zone"}},
+	{"retry_after", "TIMESTAMPTZ", []string{"timestamp with time zone"}},
+	{"last_error", "TEXT", []string{"text", "character varying"}},
+	{"dead_lettered_at", "TIMESTAMPTZ", []string{"timestamp with time zone"}},
+}
+
 // CheckTable checks that the outbox table exists with the columns the relay reads, in
-// types it supports, and has a unique index on id for the bookkeeping; it returns
-// the table's shape, which every statement of the relay is built from.
-func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.Columns) (outbox.Shape, error) {
+// types it supports, has a unique index on id and walrelay's bookkeeping columns; it
+// returns the table's shape, which every statement of the relay is built from. It
+// creates nothing: a table walrelay cannot serve is refused before any slot exists.
+func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.Columns, publication string) (outbox.Shape, error) {
 	shape, err := DescribeTable(ctx, conn, table, cols)
 	if err != nil {
+		return shape, err
+	}
+	if err := checkBookkeeping(ctx, conn, shape, publication); err != nil {
 		return shape, err
 	}
 	var bookkeeping bool
@@ -161,6 +180,66 @@ func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.C
 		return shape, setupErrorf("table walrelay_slots is missing or older than this walrelay; run `walrelay migrate`")
 	}
 	return shape, nil
+}
+
+// checkBookkeeping checks that the table has the bookkeeping columns, in types
+// walrelay can write, and says which `walrelay migrate` adds them.
+func checkBookkeeping(ctx context.Context, q Querier, shape outbox.Shape, publication string) error {
+	rows, err := q.Query(ctx, `SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, shape.Ident())
+	if err != nil {
+		return fmt.Errorf("read columns of %s: %w", shape.Qualified(), err)
+	}
+	have := map[string]string{}
+	var name, typ string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &typ}, func() error { have[name] = typ; return nil }); err != nil {
+		return fmt.Errorf("read columns of %s: %w", shape.Qualified(), err)
+	}
+	var missing, wrong []string
+	for _, b := range Bookkeeping {
+		switch t, ok := have[b.Name]; {
+		case !ok:
+			missing = append(missing, b.Name)
+		case !slices.Contains(b.Types, t):
+			wrong = append(wrong, fmt.Sprintf("%s is %s, walrelay keeps %s in it", b.Name, t, b.DDL))
+		}
+	}
+	switch {
+	case len(wrong) > 0:
+		return setupErrorf("table %s has bookkeeping columns of other types (%s); rename or retype them, then run %s",
+			shape.Qualified(), strings.Join(wrong, "; "), MigrateCommand(shape, publication))
+	case len(missing) > 0:
+		return setupErrorf("table %s lacks the bookkeeping columns walrelay keeps its state in (%s); run %s as the "+
+			"table's owner, which adds them (nullable or defaulted, no rewrite) with the indexes, views and publication, "+
+			"or add them by hand (docs/operations.md, \"Bringing your own outbox table\")",
+			shape.Qualified(), strings.Join(missing, ", "), MigrateCommand(shape, publication))
+	}
+	return nil
+}
+
+// MigrateCommand is the `walrelay migrate` command line that adopts the table of
+// shape for publication: its table and the column settings that differ from the
+// defaults (the database URL is the operator's).
+func MigrateCommand(shape outbox.Shape, publication string) string {
+	cmd := "`walrelay migrate --table " + shape.Qualified()
+	def, cols := outbox.DefaultColumns(), shape.Columns
+	for _, c := range []struct{ flag, value, def string }{
+		{"column-id", cols.ID, def.ID}, {"column-aggregate-type", cols.AggregateType, def.AggregateType},
+		{"column-aggregate-id", cols.AggregateID, def.AggregateID}, {"column-event-type", cols.EventType, def.EventType},
+		{"column-payload", cols.Payload, def.Payload}, {"column-created-at", cols.CreatedAt, def.CreatedAt},
+	} {
+		switch {
+		case c.value == c.def:
+		case c.value == "":
+			cmd += " --" + c.flag + " ''"
+		default:
+			cmd += " --" + c.flag + " " + c.value
+		}
+	}
+	if publication != "" && publication != "walrelay" {
+		cmd += " --publication " + publication
+	}
+	return cmd + "`"
 }
 
 // Querier is what a connection, a pool and a transaction offer for reading.

@@ -11,12 +11,13 @@ import (
 const checkTimeout = 10 * time.Second
 
 // confirmCheck runs StreamConfig.BeforeConfirm beside the stream's reads, one call
-// at a time. A call allows the LSN that was confirmable when it started: everything
-// up to that LSN had been received by then, which is all the check's argument needs
-// (TableWatch.Check). The stream confirms the newest LSN a passed call allows, so
-// its confirmations trail its reads by one call, and a call that fails ends the
-// session before its LSN is confirmed. Reading on meanwhile keeps a slow catalog
-// query from stalling the stream (BENCHMARKS.md, "Latency tail").
+// at a time, started at a status interval. A call allows the LSN that was
+// confirmable when it started: everything up to that LSN had been received by then,
+// which is all the check's argument needs (TableWatch.Check). The stream confirms
+// the newest LSN a passed call allows as soon as it sees the call pass, so its
+// confirmations trail the status interval by the call's duration, and a call that
+// fails ends the session before its LSN is confirmed. Reading on meanwhile keeps a
+// slow catalog query from stalling the stream (BENCHMARKS.md, "Latency tail").
 type confirmCheck struct {
 	allowed pglogrepl.LSN // the newest LSN a passed call allows
 	running bool
@@ -40,6 +41,19 @@ func (c *confirmCheck) allow(want pglogrepl.LSN, check func(context.Context) err
 	}
 	if !c.running && want > c.allowed {
 		c.start(want, check)
+	}
+	return min(want, c.allowed), nil
+}
+
+// passed reports whether the running call finished: the stream then confirms what
+// it allows (collected by allowNow), without waiting for the next status interval.
+func (c *confirmCheck) passed() bool { return c.running && len(c.done) > 0 }
+
+// allowNow collects the finished call and returns how much of want may be confirmed;
+// unlike allow it starts no call, so that calls keep to one per status interval.
+func (c *confirmCheck) allowNow(want pglogrepl.LSN) (pglogrepl.LSN, error) {
+	if err := c.collect(<-c.done); err != nil {
+		return c.allowed, err
 	}
 	return min(want, c.allowed), nil
 }

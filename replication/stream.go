@@ -173,6 +173,13 @@ func (s *stream) run(ctx context.Context) error {
 			_ = s.netConn.SetReadDeadline(want)
 			deadline = want
 		}
+		if s.check.passed() {
+			// What a crash repeats is what was delivered past the confirmed LSN:
+			// confirm what the check allows now, not a status interval later.
+			if err := s.confirmChecked(); err != nil {
+				return err
+			}
+		}
 		msg, err := s.conn.pg.ReceiveMessage(context.Background())
 		if err != nil {
 			if pgconn.Timeout(err) {
@@ -253,6 +260,21 @@ func (s *stream) sendStatus(force bool) error {
 			return err
 		}
 	}
+	return s.send(lsn, force)
+}
+
+// confirmChecked sends the status update a check that just passed allows.
+func (s *stream) confirmChecked() error {
+	lsn, err := s.check.allowNow(s.wm.Confirmable())
+	if err != nil {
+		return err
+	}
+	return s.send(lsn, false)
+}
+
+// send sends lsn as the confirmed position when it moved, when the keepalive
+// interval passed, or when forced.
+func (s *stream) send(lsn pglogrepl.LSN, force bool) error {
 	if !force && lsn == s.sent && time.Since(s.lastSentAt) < s.cfg.KeepaliveInterval {
 		return nil
 	}

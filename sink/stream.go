@@ -27,8 +27,8 @@ type StreamProducer interface {
 	// producer is unusable.
 	Commit(ctx context.Context, pos Position) error
 	// Poisoned returns the events of a failed transaction that failed on their own
-	// and would fail again in any transaction, by event id.
-	Poisoned() map[string]error
+	// and would fail again in any transaction.
+	Poisoned() map[EventKey]error
 	// Close aborts an open transaction and releases the producer.
 	Close()
 }
@@ -59,3 +59,10 @@ func (p Position) String() string {
 	}
 	return s
 }
+
+// EventKey names an event among a stream's: an id is unique only within its outbox
+// table, and one stream may carry several.
+type EventKey struct{ Table, ID string }
+
+// KeyOf is e's EventKey.
+func KeyOf(e *outbox.Event) EventKey { return EventKey{Table: e.Table, ID: e.ID} }

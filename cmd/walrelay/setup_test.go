@@ -45,6 +45,19 @@ func TestSetupErrorsExit1(t *testing.T) {
 			want: []string{"bad_outbox", `"payload"`},
 		},
 		{
+			name: "table migrate never touched",
+			setup: func(t *testing.T) (string, []string) {
+				dbURL := testenv.MigratedDatabase(t)
+				execSQL(t, dbURL, `CREATE TABLE outbox (id uuid PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+					aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`)
+				return dbURL, []string{"--table", "outbox", "--publication", "dbz", "--column-aggregate-type", "aggregatetype",
+					"--column-aggregate-id", "aggregateid", "--column-event-type", "type", "--column-created-at", ""}
+			},
+			want: []string{"public.outbox lacks the bookkeeping columns", "attempts, processed_at, retry_after, last_error, dead_lettered_at",
+				"`walrelay migrate --table public.outbox --column-aggregate-type aggregatetype --column-aggregate-id aggregateid " +
+					"--column-event-type type --column-created-at '' --publication dbz`"},
+		},
+		{
 			name: "role without REPLICATION",
 			setup: func(t *testing.T) (string, []string) {
 				dbURL := testenv.MigratedDatabase(t)
@@ -87,7 +100,18 @@ func TestSetupErrorsExit1(t *testing.T) {
 			t.Parallel()
 			dbURL, args := tc.setup(t)
 			kafka := testenv.Kafka(t)
-			args = append([]string{"run", "--slot", slotName(t, "")}, args...)
+			slot := slotName(t, "")
+			args = append([]string{"run", "--slot", slot}, args...)
+			created := func() (n int) {
+				t.Helper()
+				if err := testenv.Connect(t, dbURL).QueryRow(context.Background(), `SELECT
+						(SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1) + (SELECT count(*) FROM pg_publication)`,
+					slot).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			before := created()
 			p := startProc(t, "relay", relayEnv(dbURL, kafka.ListenAddrs()), args...)
 			// The setup is checked right after the broker answers; a relay retrying
 			// would back off and never exit.
@@ -109,6 +133,10 @@ func TestSetupErrorsExit1(t *testing.T) {
 			}
 			if strings.Contains(out, "panic") || strings.Contains(out, "goroutine ") {
 				t.Errorf("the relay crashed instead of exiting cleanly")
+			}
+			// Refused before anything was created: no slot pins WAL, no publication.
+			if created() != before {
+				t.Errorf("the relay created a slot or a publication before refusing the setup")
 			}
 		})
 	}

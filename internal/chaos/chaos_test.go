@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,9 @@ var (
 		recover: time.Minute}
 	fullChaos = chaosProfile{name: "full", rate: 5000, minDuration: 4 * time.Minute, kills: 20,
 		recover: 2 * time.Minute}
+	// killChaos measures what one SIGKILL repeats (the figure docs/guarantees.md states).
+	killChaos = chaosProfile{name: "kills", rate: 4000, minDuration: 2 * time.Minute, kills: 10,
+		recover: 2 * time.Minute}
 )
 
 const (
@@ -51,15 +55,19 @@ const (
 // commit order, and that duplicates stayed within what at-least-once allows.
 //
 // Short by default (part of go test ./...); WALRELAY_CHAOS=full runs the long
-// version (make chaos). WALRELAY_CHAOS_SEED replays a run's schedule of faults and
+// version (make chaos), WALRELAY_CHAOS=kills the one that measures the duplicates per
+// SIGKILL at 4,000 events/s. WALRELAY_CHAOS_SEED replays a run's schedule of faults and
 // transactions (the timing of the machine is not replayed).
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test skipped in -short mode")
 	}
 	prof := shortChaos
-	if os.Getenv("WALRELAY_CHAOS") == "full" {
+	switch os.Getenv("WALRELAY_CHAOS") {
+	case "full":
 		prof = fullChaos
+	case "kills":
+		prof = killChaos
 	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("WALRELAY_CHAOS_SEED"); s != "" {
@@ -85,12 +93,13 @@ func TestChaos(t *testing.T) {
 	// runs; the test goroutine takes it over at the end.
 	consumer := testenv.NewConsumer(t, []string{kafka.direct}, `outbox\.event\..*`, kafka.directOpts()...)
 	var stopConsuming atomic.Bool
-	var consumed atomic.Int64
+	var consumed, repeated atomic.Int64
 	consumeDone := make(chan struct{})
 	go func() {
 		defer close(consumeDone)
 		consumer.WaitFor(24*time.Hour, func() bool {
 			consumed.Store(int64(consumer.Distinct()))
+			repeated.Store(int64(len(consumer.Records) - consumer.Distinct()))
 			return stopConsuming.Load()
 		})
 	}()
@@ -188,6 +197,18 @@ func TestChaos(t *testing.T) {
 	var outageTotal time.Duration
 	var rewound uint64 // WAL bytes the PostgreSQL restart made the slot stream again
 	var killLag []float64
+	// perKill are the records each SIGKILL repeated: what the consumer received twice
+	// between that kill and the next fault (every fault hits a relay that caught up,
+	// and steady load repeats nothing).
+	var perKill []int64
+	lastFault, repeatedBefore := "", int64(0)
+	countRepeats := func() {
+		now := repeated.Load()
+		if lastFault == faultKill {
+			perKill = append(perKill, now-repeatedBefore)
+		}
+		repeatedBefore = now
+	}
 	startLSN, err := db.currentLSN(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -201,10 +222,15 @@ func TestChaos(t *testing.T) {
 	share := prof.minDuration / time.Duration(len(faults)+1)
 	for i, f := range faults {
 		steady(share/2 + time.Duration(rng.Int64N(int64(share))))
+		countRepeats()
+		lastFault = f
 		when := at()
 		detail := ""
 		switch f {
 		case faultKill:
+			// A kill hits a relay that keeps up (what one kill repeats in steady state is
+			// the figure); on a loaded machine it may have fallen behind during the load.
+			poll(10*time.Second, func() bool { lag, err := slotLag(ctx, db); return err == nil && lag < 2<<20 })
 			// How far the slot's confirmed position trails the WAL at the kill: what the
 			// next run streams again (part of it was never delivered).
 			if lag, err := slotLag(ctx, db); err == nil {
@@ -269,6 +295,10 @@ func TestChaos(t *testing.T) {
 	if rest := prof.minDuration - time.Since(began); rest > 0 {
 		steady(rest)
 	}
+	if lastFault == faultKill {
+		steady(2 * time.Second) // the last kill's repeats reach the consumer
+	}
+	countRepeats()
 
 	// The end: stop the writers, then wait for every committed event.
 	stopWriters()
@@ -441,6 +471,18 @@ func TestChaos(t *testing.T) {
 	order := "order ok"
 	if disordered > 0 {
 		order = fmt.Sprintf("ORDER VIOLATED in %d aggregates", disordered)
+	}
+	if len(perKill) > 0 {
+		sorted := slices.Clone(perKill)
+		slices.Sort(sorted)
+		var sum int64
+		for _, n := range perKill {
+			sum += n
+		}
+		mean, rate := float64(sum)/float64(len(perKill)), float64(written)/loadTook.Seconds()
+		median := sorted[len(sorted)/2]
+		t.Logf("repeated per SIGKILL: %v; min %d, median %d (%.3fs of load), max %d, mean %.0f (%.3fs of load at the %.0f events/s written)",
+			perKill, sorted[0], median, float64(median)/rate, sorted[len(sorted)-1], mean, mean/rate, rate)
 	}
 	t.Logf("chaos: %d committed, %d delivered, %d lost, %d duplicates (%.1f/kill), %d kills, %d postgres restart, "+
 		"%d broker outage (%.1fs), %d walsender kill, %s%s, seed %d",

@@ -73,7 +73,7 @@ func Run(ctx context.Context, opts Options) error {
 		total numeric NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("create orders table: %w", err)
 	}
-	fmt.Fprintln(out, "migrated: outbox_events, processed_events, outbox_dead_letters, publication walrelay")
+	fmt.Fprintln(out, "migrated: outbox_events, processed_events, outbox_events_dead_letters, publication walrelay")
 
 	// The relay runs as an application would embed it.
 	level := slog.LevelWarn

@@ -198,6 +198,7 @@ type record struct {
 	headers [ownHeaders + 4]kgo.RecordHeader
 	created [len(time.RFC3339Nano) + 8]byte
 	done    sink.Done
+	event   sink.EventKey // the exactly-once producer's: which event a failure poisons
 }
 
 // ownHeaders are the headers every record carries before the event's own.

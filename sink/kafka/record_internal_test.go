@@ -103,8 +103,16 @@ func TestClassify(t *testing.T) {
 }
 
 // The exactly-once producer poisons, and so hands over, only records that fail
-// for what they are; a partition that is down fails the transaction alone.
+// for what they are, each by its table and id; a partition that is down fails the
+// transaction alone.
 func TestTransactionalPoison(t *testing.T) {
+	tmpl, err := sink.ParseTemplate(DefaultTopicTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var topics topicCache
+	ev := &outbox.Event{ID: "e1", Table: "public.a", AggregateType: "order", AggregateID: "o-1"}
+	key := sink.EventKey{Table: "public.a", ID: "e1"}
 	for _, tc := range []struct {
 		name     string
 		err      error
@@ -120,7 +128,9 @@ func TestTransactionalPoison(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx := &Transactional{}
-			tx.promise(&kgo.Record{Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("e1")}}}, tc.err)
+			r := newRecord(tmpl, &topics, ev, nil)
+			r.event = sink.KeyOf(ev)
+			tx.promise(&r.Record, tc.err)
 			if tx.err == nil {
 				t.Fatal("the failure did not fail the transaction")
 			}
@@ -128,8 +138,8 @@ func TestTransactionalPoison(t *testing.T) {
 			if got := len(poison) == 1; got != tc.poisoned {
 				t.Fatalf("poisoned %v, want %v", poison, tc.poisoned)
 			}
-			if tc.poisoned && !sink.IsEventError(poison["e1"]) {
-				t.Fatalf("poison %v is not an event error", poison["e1"])
+			if tc.poisoned && !sink.IsEventError(poison[key]) {
+				t.Fatalf("poison %v is not an event error of %v", poison, key)
 			}
 		})
 	}
@@ -186,8 +196,9 @@ func TestTransactionalPartitionPoison(t *testing.T) {
 			}
 		}
 		tx := &Transactional{}
+		r.event = sink.KeyOf(ev)
 		tx.promise(&r.Record, errors.New("invalid record partitioning choice"))
-		if poison := tx.Poisoned()["e1"]; !sink.IsEventError(poison) || !strings.Contains(poison.Error(), tc.want) {
+		if poison := tx.Poisoned()[sink.KeyOf(ev)]; !sink.IsEventError(poison) || !strings.Contains(poison.Error(), tc.want) {
 			t.Errorf("partition %q: poison %v, want an event error saying %q", tc.partition, poison, tc.want)
 		}
 	}

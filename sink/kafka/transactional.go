@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -64,8 +65,8 @@ type Transactional struct {
 
 	inTxn  bool
 	mu     sync.Mutex
-	err    error            // first produce error of the open transaction
-	poison map[string]error // event id -> error, for records that failed on their own
+	err    error                   // first produce error of the open transaction
+	poison map[sink.EventKey]error // records that failed on their own
 }
 
 // newTransactional connects a transactional producer with the sink's options. id
@@ -207,36 +208,55 @@ func (t *Transactional) Produce(e *outbox.Event) error {
 		}
 		t.inTxn = true
 	}
-	t.client.Produce(context.Background(), &newRecord(t.topic, &t.topics, e, nil).Record, t.promiseFn)
+	r := newRecord(t.topic, &t.topics, e, nil)
+	r.event = sink.KeyOf(e)
+	t.client.Produce(context.Background(), &r.Record, t.promiseFn)
 	return nil
 }
 
+// promise is the callback of the events' records (newRecord's).
 func (t *Transactional) promise(kr *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
+	r := (*record)(unsafe.Pointer(kr))
 	// A partition that is down fails the transaction but poisons no record: the
 	// next replication session's transaction carries them again.
 	poisoned := eventFault(err)
 	if pf := partitionFault(kr); pf != nil {
 		poisoned, err = true, pf
 	}
+	t.fail(err)
+	if poisoned {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.poison == nil {
+			t.poison = make(map[sink.EventKey]error)
+		}
+		t.poison[r.event] = &sink.EventError{Err: err}
+	}
+}
+
+// progressPromise is the callback of the progress and fence records, which are no
+// event's: their failure fails the transaction alone.
+func (t *Transactional) progressPromise(_ *kgo.Record, err error) {
+	if err != nil {
+		t.fail(err)
+	}
+}
+
+// fail records the first failure of the open transaction.
+func (t *Transactional) fail(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.err == nil {
 		t.err = err
 	}
-	if poisoned && len(kr.Headers) > 0 && kr.Headers[0].Key == "id" {
-		if t.poison == nil {
-			t.poison = make(map[string]error)
-		}
-		t.poison[string(kr.Headers[0].Value)] = &sink.EventError{Err: err}
-	}
 }
 
 // Poisoned returns the events of the failed transaction that failed on their own
 // (too large, invalid or forbidden topic): they will fail again in any transaction.
-func (t *Transactional) Poisoned() map[string]error {
+func (t *Transactional) Poisoned() map[sink.EventKey]error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.poison
@@ -248,7 +268,7 @@ func (t *Transactional) Commit(ctx context.Context, pos sink.Position) error {
 	if !t.inTxn {
 		return nil
 	}
-	t.client.Produce(context.Background(), &kgo.Record{Topic: t.progress, Key: t.key, Value: []byte(pos.String())}, t.promise)
+	t.client.Produce(context.Background(), &kgo.Record{Topic: t.progress, Key: t.key, Value: []byte(pos.String())}, t.progressPromise)
 	if err := t.client.Flush(ctx); err != nil {
 		return fmt.Errorf("flush kafka transaction: %w", err)
 	}
@@ -272,7 +292,7 @@ func (t *Transactional) fence(ctx context.Context) error {
 	if err := t.client.BeginTransaction(); err != nil {
 		return fmt.Errorf("fence: begin kafka transaction: %w", err)
 	}
-	t.client.Produce(context.Background(), &kgo.Record{Topic: t.progress, Key: []byte("walrelay-fence")}, t.promise)
+	t.client.Produce(context.Background(), &kgo.Record{Topic: t.progress, Key: []byte("walrelay-fence")}, t.progressPromise)
 	if err := t.client.Flush(ctx); err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
