@@ -221,8 +221,8 @@ func TestPubSubDeadLetterTooLarge(t *testing.T) {
 	}
 	var reason string
 	var attempts int
-	testenv.WaitFor(t, time.Minute, "the huge event in outbox_dead_letters", func() bool {
-		err := conn.QueryRow(ctx, "SELECT attempts, last_error FROM outbox_dead_letters WHERE id = $1", huge.ID).Scan(&attempts, &reason)
+	testenv.WaitFor(t, time.Minute, "the huge event in outbox_events_dead_letters", func() bool {
+		err := conn.QueryRow(ctx, "SELECT attempts, last_error FROM outbox_events_dead_letters WHERE id = $1", huge.ID).Scan(&attempts, &reason)
 		return err == nil
 	})
 	if attempts != 2 || !strings.Contains(reason, "10 MB") {

@@ -180,7 +180,7 @@ func TestRelayTooLargeIsDeadLettered(t *testing.T) {
 	var attempts int
 	var lastError string
 	if !waitFor(time.Minute, func() bool {
-		err := conn.QueryRow(ctx, "SELECT attempts, last_error FROM outbox_dead_letters WHERE id = $1", large.ID).Scan(&attempts, &lastError)
+		err := conn.QueryRow(ctx, "SELECT attempts, last_error FROM outbox_events_dead_letters WHERE id = $1", large.ID).Scan(&attempts, &lastError)
 		if err != nil && err != pgx.ErrNoRows {
 			t.Fatal(err)
 		}
