@@ -35,6 +35,7 @@ func TestMetricsReflectWorkload(t *testing.T) {
 		c.Retry.MaxAttempts = 2
 	})
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	started := time.Now()
 
 	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK, "streaming")
 	var n int
@@ -106,6 +107,12 @@ walrelay_slot_active{slot="metrics"} 1
 	if got := metric("walrelay_confirmed_lsn"); got <= 0 {
 		t.Errorf("walrelay_confirmed_lsn = %v, want the confirmed position", got)
 	}
+	waitFor(t, 30*time.Second, "the time events were last confirmed", func() bool {
+		return metric("walrelay_events_confirmed_timestamp_seconds") >= float64(started.Unix())
+	})
+	if got := metric("walrelay_build_info"); got != 1 {
+		t.Errorf("walrelay_build_info = %v, want 1", got)
+	}
 	if got := metric("outbox_batch_duration_seconds"); got < 1 {
 		t.Errorf("outbox_batch_duration_seconds has %v observations, want some", got)
 	}
@@ -119,15 +126,26 @@ walrelay_slot_active{slot="metrics"} 1
 }
 
 // An idle outbox on a busy database does not pin WAL: after 200 MB of WAL written to
-// another table, the slot's lag comes back under a small bound on its own.
+// another table, the slot's lag comes back under a small bound on its own. Those
+// confirmations move walrelay_last_confirm_timestamp_seconds, and not
+// walrelay_events_confirmed_timestamp_seconds: no event was in them.
 func TestIdleSlotFollowsBusyDatabase(t *testing.T) {
 	t.Parallel()
 	dbURL, broker, conn := outboxWithBroker(t)
-	start(t, dbURL, broker, "idle")
+	reg := prometheus.NewRegistry()
+	rn := start(t, dbURL, broker, "idle", func(c *config) { c.Registry = reg })
+	if !rn.waitLog(30*time.Second, "msg=streaming") { // the warm-up event is the stream's, not a catch-up pass's
+		t.Fatal("the relay did not start streaming")
+	}
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	if !consumer.WaitDistinct(time.Minute, len(testenv.WriteTx(t, conn, []string{"i"}, "warm", 1, false))) {
 		t.Fatal("warm-up event not delivered")
 	}
+	waitFor(t, 30*time.Second, "the warm-up event confirmed", func() bool {
+		return gaugeValue(t, reg, "walrelay_events_confirmed_timestamp_seconds") > 0
+	})
+	eventsConfirmed := gaugeValue(t, reg, "walrelay_events_confirmed_timestamp_seconds")
+	lastConfirm := gaugeValue(t, reg, "walrelay_last_confirm_timestamp_seconds")
 	ctx := context.Background()
 	if _, err := conn.Exec(ctx, "CREATE TABLE busy (id bigint, pad text)"); err != nil {
 		t.Fatal(err)
@@ -151,6 +169,12 @@ func TestIdleSlotFollowsBusyDatabase(t *testing.T) {
 		}
 		return lag < bound
 	})
+	if got := gaugeValue(t, reg, "walrelay_last_confirm_timestamp_seconds"); got <= lastConfirm {
+		t.Errorf("walrelay_last_confirm_timestamp_seconds did not move (%v) while the slot followed the server", got)
+	}
+	if got := gaugeValue(t, reg, "walrelay_events_confirmed_timestamp_seconds"); got != eventsConfirmed {
+		t.Errorf("walrelay_events_confirmed_timestamp_seconds moved from %v to %v with no event confirmed", eventsConfirmed, got)
+	}
 }
 
 // With heartbeats on, the relay keeps streaming and confirming while the outbox is
