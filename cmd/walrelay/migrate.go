@@ -66,6 +66,11 @@ func migrateCommand() *cobra.Command {
 				}
 				return runtimeError{fmt.Errorf("migrate: %w", err)}
 			}
+			if rep.WALLevel != "logical" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "walrelay: warning: wal_level is %s: walrelay run streams only with wal_level = logical; "+
+					"set it in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL before you start it, "+
+					"or run it with --mode poll, which needs no replication\n", rep.WALLevel)
+			}
 			if dryRun {
 				if notify {
 					fmt.Fprintln(out, "-- and, with --notify, the insert trigger walrelay_outbox_insert_notify")

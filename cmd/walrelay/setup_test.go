@@ -77,6 +77,12 @@ func TestSetupErrorsExit1(t *testing.T) {
 					t.Fatalf("start a wal_level=replica cluster: %v", err)
 				}
 				t.Cleanup(func() { _ = c.Close() })
+				// migrate works on it, and warns what run will need.
+				res := run(t, time.Minute, baseEnv("WALRELAY_DATABASE_URL="+c.URL("postgres")), "migrate")
+				if res.code != 0 || !strings.Contains(res.stderr, "warning: wal_level is replica: walrelay run streams only with "+
+					"wal_level = logical") || !strings.Contains(res.stderr, "--mode poll") {
+					t.Errorf("migrate with wal_level replica: exit %d, want 0 and a warning\n%s%s", res.code, res.stdout, res.stderr)
+				}
 				return c.URL("postgres"), nil
 			},
 			want: []string{"wal_level is replica", "wal_level = logical", "restart"},
