@@ -14,10 +14,10 @@ import (
 )
 
 func dlqCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCommand(&cobra.Command{
 		Use:   "dlq",
 		Short: "Inspect, retry and purge dead letters (rows that failed max-attempts times)",
-	}
+	})
 	cmd.AddCommand(dlqList(), dlqRetry(), dlqPurge())
 	return cmd
 }

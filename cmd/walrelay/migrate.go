@@ -35,6 +35,7 @@ func migrateCommand() *cobra.Command {
 			if err := s.load(cmd.Flags()); err != nil {
 				return err
 			}
+			s.warn(cmd.ErrOrStderr(), nil)
 			if s.relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}

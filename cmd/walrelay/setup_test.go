@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,4 +147,41 @@ func databaseName(t *testing.T, dbURL string) string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
+}
+
+// A wrong password is reported as such, first: pgx tries TLS before plain TCP (the
+// default sslmode=prefer), and the server here refuses TLS, so the first attempt pgx
+// lists is a TLS error. Every subcommand that connects says "password authentication
+// failed" before anything else.
+func TestWrongPasswordSaysSo(t *testing.T) {
+	t.Parallel()
+	testenv.Database(t) // skips (or fails under CI) like every test when PostgreSQL is missing
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatalf("start a cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	execSQL(t, c.URL("postgres"), "ALTER ROLE postgres PASSWORD 'right-pw'")
+	hba := "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+	if err := os.WriteFile(filepath.Join(c.Dir(), "data", "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, c.URL("postgres"), "SELECT pg_reload_conf()")
+	wrong := fmt.Sprintf("postgres://postgres:wrong-pw@127.0.0.1:%d/postgres", c.Port()) // sslmode prefer
+	kafka := testenv.Kafka(t)
+	const want = `password authentication failed for user "postgres": check the password`
+	for _, args := range [][]string{{"migrate"}, {"dlq", "list"}, {"run"}} {
+		res := run(t, 30*time.Second, relayEnv(wrong, kafka.ListenAddrs()), args...)
+		if res.code != 1 {
+			t.Errorf("walrelay %s: exit %d, want 1", strings.Join(args, " "), res.code)
+		}
+		if got := lastLine(res.stderr); !strings.HasPrefix(got, "walrelay: "+want) {
+			t.Errorf("walrelay %s: the error does not start with the password: %s", strings.Join(args, " "), got)
+		}
+		if strings.Contains(res.stderr, "wrong-pw") {
+			t.Errorf("walrelay %s shows the password:\n%s", strings.Join(args, " "), res.stderr)
+		}
+	}
 }

@@ -28,6 +28,7 @@ func statusCommand() *cobra.Command {
 			if err := s.load(cmd.Flags()); err != nil {
 				return err
 			}
+			s.warn(cmd.ErrOrStderr(), nil)
 			if s.relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}
