@@ -3,7 +3,8 @@
 // from the WAL through a logical replication slot, or polling the table.
 //
 // Exit codes: 0 success, 1 runtime failure, 2 bad usage or configuration (reported
-// before any connection is opened).
+// before any connection is opened); `walrelay status` has codes of its own per
+// problem (docs/configuration.md).
 package main
 
 import (
@@ -76,12 +77,13 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	var verdict statusFailed
+	if errors.As(err, &verdict) { // status printed its report
+		return verdict.code
+	}
 	var rt runtimeError
 	if errors.As(err, &rt) {
-		var problems problemsFound
-		if !errors.As(err, &problems) { // status printed its problems already
-			fmt.Fprintln(stderr, "walrelay:", explain(err))
-		}
+		fmt.Fprintln(stderr, "walrelay:", explain(err))
 		return 1
 	}
 	var usage usageError

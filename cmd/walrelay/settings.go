@@ -28,6 +28,9 @@ type setting struct {
 	def   string
 	set   func(string) error
 	kind  string // kindString when empty; kindBool: --name alone means true
+	// only: registered only by the subcommands that name it (a setting of one
+	// subcommand, which a shared file or environment may still carry).
+	only bool
 }
 
 // settings holds what the subcommands configure and how each value is parsed.
@@ -36,6 +39,7 @@ type settings struct {
 	sinks     sinks.Config
 	logLevel  string
 	logFormat string
+	adminAddr string // status: the relay's HTTP address
 	all       []setting
 	// warnings are what load found odd but not wrong (an unknown WALRELAY_*
 	// variable); the subcommand reports them.
@@ -117,6 +121,9 @@ func newSettings() *settings {
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
+		{name: "admin-url", usage: "status only: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
+			"(empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true,
+			set: func(v string) error { s.adminAddr = v; return nil }},
 		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address", def: "false", kind: kindBool,
 			set: func(v string) error { return parseBool(v, &c.Pprof) }},
 		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),
@@ -212,7 +219,7 @@ func splitList(v string) []string {
 func (s *settings) register(fs *pflag.FlagSet, names ...string) {
 	fs.String("config", "", "YAML file with settings (keys are the flag names); env WALRELAY_CONFIG")
 	for _, st := range s.all {
-		if len(names) == 0 || contains(names, st.name) {
+		if len(names) == 0 && !st.only || contains(names, st.name) {
 			kind := st.kind
 			if kind == "" {
 				kind = kindString

@@ -202,7 +202,7 @@ func TestConfigFileErrorLines(t *testing.T) {
 func TestUnknownEnvironmentVariables(t *testing.T) {
 	names := newSettings().names()
 	got := unknownEnv([]string{"WALRELAY_SLOT=a", "WALRELAY_KAFKA_BROKER=k:9092", "WALRELAY_CONFIG=f.yaml", "PATH=/bin",
-		"WALRELAY_TEST_DATABASE_URL=x", "WALRELAY_PG_VERSION=17", "WALRELAY_COMPLETELY_DIFFERENT=1"}, names)
+		"WALRELAY_TEST_DATABASE_URL=x", "WALRELAY_PG_VERSION=17", "WALRELAY_COMPLETELY_DIFFERENT=1", "WALRELAY_ADMIN_URL=http://r:9731"}, names)
 	want := []string{
 		"environment variable WALRELAY_KAFKA_BROKER is not a walrelay setting and is ignored; did you mean WALRELAY_KAFKA_BROKERS?",
 		"environment variable WALRELAY_COMPLETELY_DIFFERENT is not a walrelay setting and is ignored",
@@ -237,6 +237,34 @@ func TestNearest(t *testing.T) {
 		"status-intervall": "status-interval", "xyz": "", "database": ""} {
 		if got := nearest(in, names); got != want {
 			t.Errorf("nearest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// status exits with the code of the most telling problem: the relay's own word, then
+// no relay, then waiting rows, then the rest.
+func TestStatusCode(t *testing.T) {
+	p := func(checks ...relay.Check) []relay.Problem {
+		var ps []relay.Problem
+		for _, c := range checks {
+			ps = append(ps, relay.Problem{Check: c})
+		}
+		return ps
+	}
+	for _, tc := range []struct {
+		problems []relay.Problem
+		want     int
+	}{
+		{nil, 0},
+		{p(relay.CheckDeadLetters), 1},
+		{p(relay.CheckPending, relay.CheckDeadLetters), 5},
+		{p(relay.CheckPending, relay.CheckNotStreamed), 4},
+		{p(relay.CheckNotStreamed, relay.CheckRelayNotReady, relay.CheckPending), 6},
+		{p(relay.CheckDatabase), 3},
+		{p(relay.Check("something new")), 1},
+	} {
+		if got := statusCode(tc.problems); got != tc.want {
+			t.Errorf("statusCode(%v) = %d, want %d", tc.problems, got, tc.want)
 		}
 	}
 }

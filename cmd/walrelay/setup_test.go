@@ -184,4 +184,8 @@ func TestWrongPasswordSaysSo(t *testing.T) {
 			t.Errorf("walrelay %s shows the password:\n%s", strings.Join(args, " "), res.stderr)
 		}
 	}
+	res := run(t, 30*time.Second, relayEnv(wrong, kafka.ListenAddrs()), "status")
+	if res.code != 3 || !strings.Contains(res.stdout, "problem (database): "+want) {
+		t.Errorf("status: exit %d (want 3)\n%s%s", res.code, res.stdout, res.stderr)
+	}
 }

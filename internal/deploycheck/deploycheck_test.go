@@ -580,6 +580,10 @@ func TestCompose(t *testing.T) {
 	if !slices.ContainsFunc(w.Ports, func(p string) bool { return strings.HasSuffix(p, ":9731") }) {
 		t.Errorf("walrelay does not publish port 9731 (ports %v)", w.Ports)
 	}
+	// The relay's healthcheck is walrelay status, run without a shell (the image has none).
+	if hc := w.Healthcheck; hc == nil || len(hc.Test) < 3 || !slices.Equal(hc.Test[:3], []string{"CMD", "/walrelay", "status"}) {
+		t.Errorf("walrelay's healthcheck is %+v; want [CMD /walrelay status ...]", hc)
+	}
 
 	// Every file compose bind-mounts exists.
 	for name, s := range c.Services {
