@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -202,16 +201,6 @@ func TestHeartbeatAdvancesSlot(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // waitHTTP polls url until it answers with the status and a body containing want.
 func waitHTTP(t *testing.T, url string, status int, want string) string {
 	t.Helper()
@@ -236,6 +225,7 @@ func waitHTTP(t *testing.T, url string, status int, want string) string {
 var (
 	waitFor   = testenv.WaitFor
 	pollUntil = testenv.Eventually
+	freeAddr  = testenv.FreeAddr
 )
 
 // A relay whose slot lag grows while its confirmed LSN stands still is stalled: the
@@ -255,24 +245,9 @@ func TestStallDetection(t *testing.T) {
 	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK, "streaming")
 
 	fault := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	writer := testenv.Connect(t, dbURL)
-	go func() { // keep the WAL, and so the lag, growing
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			if _, err := writer.Exec(context.Background(), `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
-				SELECT 'order', 'st', 'stuck', jsonb_build_object('pad', repeat('x', 500)) FROM generate_series(1, 50)`); err != nil {
-				return
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	// Keep the WAL, and so the lag, growing.
+	defer testenv.KeepWriting(testenv.Connect(t, dbURL), `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		SELECT 'order', 'st', 'stuck', jsonb_build_object('pad', repeat('x', 500)) FROM generate_series(1, 50)`)()
 	waitHTTP(t, "http://"+addr+"/readyz", http.StatusServiceUnavailable, "stalled")
 	if got := testutil.ToFloat64(gauge(t, reg, "walrelay_stalled")); got != 1 {
 		t.Fatalf("walrelay_stalled = %v, want 1", got)

@@ -60,6 +60,19 @@ func withStores(cmd *cobra.Command, s *settings, fn func([]tableStore) error) er
 	return nil
 }
 
+// sumTables runs fn on every table and adds up the rows it changed.
+func sumTables(stores []tableStore, fn func(tableStore) (int64, error)) (int64, error) {
+	var n int64
+	for _, st := range stores {
+		changed, err := fn(st)
+		if err != nil {
+			return n, fmt.Errorf("table %s: %w", st.name, err)
+		}
+		n += changed
+	}
+	return n, nil
+}
+
 // tableLetter is a dead letter with the table it is in.
 type tableLetter struct {
 	Table string `json:"table"`
@@ -128,13 +141,9 @@ func dlqRetry() *cobra.Command {
 				return fmt.Errorf("give either --id (one or more) or --all")
 			}
 			return withStores(cmd, s, func(stores []tableStore) error {
-				var n int64
-				for _, st := range stores {
-					reset, err := st.RetryDeadLetters(cmd.Context(), ids, all)
-					if err != nil {
-						return fmt.Errorf("table %s: %w", st.name, err)
-					}
-					n += reset
+				n, err := sumTables(stores, func(st tableStore) (int64, error) { return st.RetryDeadLetters(cmd.Context(), ids, all) })
+				if err != nil {
+					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "reset %d dead letter(s); the poller will publish them\n", n)
 				return nil
@@ -163,13 +172,9 @@ func dlqPurge() *cobra.Command {
 				return fmt.Errorf("--older-than must be positive")
 			}
 			return withStores(cmd, s, func(stores []tableStore) error {
-				var n int64
-				for _, st := range stores {
-					deleted, err := st.PurgeDeadLetters(cmd.Context(), ids, olderThan)
-					if err != nil {
-						return fmt.Errorf("table %s: %w", st.name, err)
-					}
-					n += deleted
+				n, err := sumTables(stores, func(st tableStore) (int64, error) { return st.PurgeDeadLetters(cmd.Context(), ids, olderThan) })
+				if err != nil {
+					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "deleted %d dead letter(s)\n", n)
 				return nil

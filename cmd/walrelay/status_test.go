@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -80,14 +80,30 @@ func waitStatus(t *testing.T, timeout time.Duration, code int, env []string, arg
 	}
 }
 
-func freeAddr(t *testing.T) string {
+// outboxEnv is a migrated database of the test's own, a broker, a connection, a slot
+// name and the environment that runs a relay on them.
+type outboxEnv struct {
+	dbURL string
+	kafka *kfake.Cluster
+	conn  *pgx.Conn
+	slot  string
+	env   []string
+}
+
+func newOutboxEnv(t *testing.T, extra ...string) outboxEnv {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	o := outboxEnv{dbURL: testenv.MigratedDatabase(t), kafka: testenv.Kafka(t), slot: slotName(t, "")}
+	o.conn = testenv.Connect(t, o.dbURL)
+	o.env = relayEnv(o.dbURL, o.kafka.ListenAddrs(), append([]string{"WALRELAY_SLOT=" + o.slot}, extra...)...)
+	return o
+}
+
+// startRelay runs `walrelay run` with o.env until it streams the slot.
+func (o outboxEnv) startRelay(t *testing.T) *proc {
+	t.Helper()
+	p := startProc(t, "relay", o.env, "run")
+	waitStreaming(t, o.conn, o.slot, p)
+	return p
 }
 
 // Without a relay: a slot that does not exist yet, then one no process streams while a
@@ -95,21 +111,16 @@ func freeAddr(t *testing.T) string {
 // in the report too.
 func TestStatusWithoutRelay(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	kafka := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
-	slot := slotName(t, "")
-	env := relayEnv(dbURL, kafka.ListenAddrs(), "WALRELAY_SLOT="+slot)
+	o := newOutboxEnv(t)
+	env, slot := o.env, o.slot
 
 	rep := status(t, env)
 	if rep.ExitCode != 4 || rep.SlotExists || !rep.has("not_streamed") {
 		t.Fatalf("status before any relay ran: %+v, want exit 4 for a slot that does not exist", rep)
 	}
-	relay := startProc(t, "relay", env, "run")
-	waitStreaming(t, conn, slot, relay)
-	relay.stop(10 * time.Second)
+	o.startRelay(t).stop(10 * time.Second)
 
-	testenv.WriteTx(t, conn, []string{"nr"}, "waiting", 1, false)
+	testenv.WriteTx(t, o.conn, []string{"nr"}, "waiting", 1, false)
 	rep = waitStatus(t, 30*time.Second, 4, env, "--max-pending-age", "1s")
 	if !rep.SlotExists || rep.SlotActive || rep.Pending != 1 {
 		t.Fatalf("status with the relay stopped: %+v, want the slot there, not streamed, one row pending", rep)
@@ -128,20 +139,15 @@ func TestStatusWithoutRelay(t *testing.T) {
 // says it is not ready (exit 6).
 func TestStatusBrokerUnreachableAtStart(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	kafka := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
-	slot := slotName(t, "")
-	env := relayEnv(dbURL, kafka.ListenAddrs(), "WALRELAY_SLOT="+slot)
-	first := startProc(t, "relay", env, "run") // creates the slot
-	waitStreaming(t, conn, slot, first)
-	first.stop(10 * time.Second)
+	o := newOutboxEnv(t)
+	env := o.env
+	o.startRelay(t).stop(10 * time.Second) // creates the slot
 
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	down := newTripwire(t) // accepts and closes: no broker there
 	relay := startProc(t, "relay without broker",
-		relayEnv(dbURL, []string{down.addr}, "WALRELAY_SLOT="+slot, "WALRELAY_METRICS_ADDR="+admin), "run")
-	testenv.WriteTx(t, conn, []string{"nb"}, "waiting", 1, false)
+		relayEnv(o.dbURL, []string{down.addr}, "WALRELAY_SLOT="+o.slot, "WALRELAY_METRICS_ADDR="+admin), "run")
+	testenv.WriteTx(t, o.conn, []string{"nb"}, "waiting", 1, false)
 	if !poll(30*time.Second, func() bool { return strings.Contains(relay.output.String(), "broker unreachable") }) {
 		t.Fatal("the relay did not report the broker unreachable")
 	}
@@ -161,48 +167,29 @@ func TestStatusBrokerUnreachableAtStart(t *testing.T) {
 // and status is 0.
 func TestStatusStalledRelay(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	kafka := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
-	slot := slotName(t, "")
-	admin := freeAddr(t)
-	env := relayEnv(dbURL, kafka.ListenAddrs(), "WALRELAY_SLOT="+slot, "WALRELAY_METRICS_ADDR="+admin,
-		"WALRELAY_STALL_TIMEOUT=1s", "WALRELAY_STATS_INTERVAL=100ms")
-	relay := startProc(t, "relay", env, "run")
-	waitStreaming(t, conn, slot, relay)
-	consumer := testenv.NewConsumer(t, kafka.ListenAddrs(), `outbox\.event\..*`)
+	admin := testenv.FreeAddr(t)
+	o := newOutboxEnv(t, "WALRELAY_METRICS_ADDR="+admin, "WALRELAY_STALL_TIMEOUT=1s", "WALRELAY_STATS_INTERVAL=100ms")
+	env := o.env
+	relay := o.startRelay(t)
+	consumer := testenv.NewConsumer(t, o.kafka.ListenAddrs(), `outbox\.event\..*`)
 
-	fault := kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
-	written := len(testenv.WriteTx(t, conn, []string{"st"}, "stuck", 3, false))
+	fault := o.kafka.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
+	written := len(testenv.WriteTx(t, o.conn, []string{"st"}, "stuck", 3, false))
 	if err := fault.Wait(context.Background(), 1); err != nil {
 		t.Fatalf("broker never refused a write: %v", err)
 	}
-	rep := waitStatus(t, 30*time.Second, 5, baseEnv("WALRELAY_DATABASE_URL="+dbURL, "WALRELAY_SLOT="+slot, "WALRELAY_METRICS_ADDR="),
-		"--max-pending-age", "2s")
+	// Not asking the relay: its stall detector may fire any time now (the shared
+	// cluster's WAL grows the lag), and this is about the rows.
+	rep := waitStatus(t, 30*time.Second, 5, append(env, "WALRELAY_METRICS_ADDR="), "--max-pending-age", "2s")
 	if !rep.SlotActive || rep.Pending != int64(written) {
 		t.Fatalf("status while the broker refuses: %+v, want the slot streamed and %d rows pending", rep, written)
 	}
 
 	// The stall detector needs the lag to grow: WAL from another table.
-	execSQL(t, dbURL, "CREATE TABLE busy (pad text)")
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			if _, err := conn.Exec(context.Background(), "INSERT INTO busy SELECT repeat('x', 1000) FROM generate_series(1, 100)"); err != nil {
-				return
-			}
-		}
-	}()
+	execSQL(t, o.dbURL, "CREATE TABLE busy (pad text)")
+	stopWriting := testenv.KeepWriting(o.conn, "INSERT INTO busy SELECT repeat('x', 1000) FROM generate_series(1, 100)")
 	rep = waitStatus(t, 30*time.Second, 6, env, "--max-pending-age", "2s")
-	close(stop)
-	<-done
+	stopWriting()
 	if rep.Relay == nil || rep.Relay.Ready || !rep.has("pending") {
 		t.Fatalf("status of a stalled relay: %+v, want it not ready and the rows pending", rep)
 	}
@@ -220,19 +207,14 @@ func TestStatusStalledRelay(t *testing.T) {
 // walrelay_build_info, and warns of a WALRELAY_* variable it does not know.
 func TestStatusHealthyRelay(t *testing.T) {
 	t.Parallel()
-	dbURL := testenv.MigratedDatabase(t)
-	kafka := testenv.Kafka(t)
-	conn := testenv.Connect(t, dbURL)
-	slot := slotName(t, "")
-	admin := freeAddr(t)
+	admin := testenv.FreeAddr(t)
 	const password = "st4rtup-pw" // trust authentication: any password is accepted
-	withPassword := strings.Replace(dbURL, "postgres@", "postgres:"+password+"@", 1)
-	env := relayEnv(withPassword, kafka.ListenAddrs(), "WALRELAY_SLOT="+slot, "WALRELAY_METRICS_ADDR="+admin,
-		"WALRELAY_PUBLICATON=typo")
-	relay := startProc(t, "relay", env, "run")
-	waitStreaming(t, conn, slot, relay)
+	o := newOutboxEnv(t, "WALRELAY_METRICS_ADDR="+admin, "WALRELAY_PUBLICATON=typo")
+	o.env = append(o.env, "WALRELAY_DATABASE_URL="+strings.Replace(o.dbURL, "postgres@", "postgres:"+password+"@", 1))
+	env, slot, kafka := o.env, o.slot, o.kafka
+	relay := o.startRelay(t)
 	consumer := testenv.NewConsumer(t, kafka.ListenAddrs(), `outbox\.event\..*`)
-	if !consumer.WaitDistinct(time.Minute, len(testenv.WriteTx(t, conn, []string{"ok"}, "fine", 2, false))) {
+	if !consumer.WaitDistinct(time.Minute, len(testenv.WriteTx(t, o.conn, []string{"ok"}, "fine", 2, false))) {
 		t.Fatal("events not delivered")
 	}
 	var rep statusReport
