@@ -39,6 +39,9 @@ type Options struct {
 	LargeTable float64
 	// Out receives what migrate does, statement by statement (nil: discarded).
 	Out io.Writer
+	// ProgressEvery is how often a CREATE INDEX CONCURRENTLY prints its progress
+	// (pg_stat_progress_create_index) to Out (default 5s).
+	ProgressEvery time.Duration
 }
 
 func (o Options) largeTable() float64 {
@@ -52,6 +55,9 @@ func (o Options) largeTable() float64 {
 type Report struct {
 	Applied []Result // versioned migrations of walrelay's own tables
 	Steps   []Step   // statements for the outbox table
+	// WALLevel is the server's wal_level: stream mode needs logical, which
+	// migrate does not.
+	WALLevel string
 }
 
 // advisoryLock serialises concurrent migrate runs (any constant; "walrelay" in hex).
@@ -103,6 +109,9 @@ func Migrate(ctx context.Context, o Options) (Report, error) {
 			return rep, fmt.Errorf("wait for another walrelay migrate: %w", err)
 		}
 	}
+	if err := tx.QueryRow(ctx, "SELECT current_setting('wal_level')").Scan(&rep.WALLevel); err != nil {
+		return rep, fmt.Errorf("read wal_level: %w", err)
+	}
 	_, pending, versionTable, err := pendingVersions(ctx, tx)
 	if err != nil {
 		return rep, err
@@ -132,12 +141,8 @@ func Migrate(ctx context.Context, o Options) (Report, error) {
 	}
 
 	began := time.Now()
-	if err := applyVersions(ctx, tx, pending, versionTable); err != nil {
+	if rep.Applied, err = applyVersions(ctx, tx, pending, versionTable); err != nil {
 		return rep, lockAdvice(err, o)
-	}
-	rep.Applied = make([]Result, 0, len(pending))
-	for _, m := range pending {
-		rep.Applied = append(rep.Applied, m.Result)
 	}
 	var locked time.Time
 	var lockMode string
@@ -161,7 +166,7 @@ func Migrate(ctx context.Context, o Options) (Report, error) {
 		return rep, fmt.Errorf("commit migration: %w\nnothing was changed", err)
 	}
 	for _, m := range rep.Applied {
-		fmt.Fprintf(out, "applied migration %d (%s)\n", m.Version, m.Name)
+		fmt.Fprintf(out, "applied migration %d (%s, ran %s)\n", m.Version, m.Name, m.Took)
 	}
 	if !locked.IsZero() {
 		fmt.Fprintf(out, "committed in %s; table %s was locked %s for %s (from its first statement to the commit)\n",
@@ -174,7 +179,10 @@ func Migrate(ctx context.Context, o Options) (Report, error) {
 		}
 		fmt.Fprintf(out, "running %s after the commit (lock on %s: %s)\n", oneLine(s.SQL), s.on(p), s.Lock)
 		start := time.Now()
-		if _, err := conn.Exec(ctx, s.SQL); err != nil {
+		stopWatch := watchIndexBuild(ctx, o, conn.PgConn().PID(), out)
+		_, err := conn.Exec(ctx, s.SQL)
+		stopWatch()
+		if err != nil {
 			return rep, fmt.Errorf("%s: %w\nthe transaction's changes are committed; a failed concurrent build leaves an INVALID index, which the next walrelay migrate drops and builds again: run it again", oneLine(s.SQL), err)
 		}
 		fmt.Fprintf(out, "ran %s (%s)\n", oneLine(s.SQL), since(start))

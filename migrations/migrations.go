@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -26,6 +27,7 @@ const VersionTable = "walrelay_schema_version"
 type Result struct {
 	Version int64
 	Name    string
+	Took    time.Duration // how long its SQL ran
 }
 
 // Up brings a database to the schema of a fresh walrelay install: the default table
@@ -126,20 +128,26 @@ const createVersionTable = `CREATE TABLE ` + VersionTable + ` (
 );
 INSERT INTO ` + VersionTable + ` (version_id, is_applied) VALUES (0, true)`
 
-// applyVersions runs the pending migrations inside tx and records each.
-func applyVersions(ctx context.Context, tx pgx.Tx, pending []versioned, tableExists bool) error {
+// applyVersions runs the pending migrations inside tx, records each, and returns
+// them with how long each took.
+func applyVersions(ctx context.Context, tx pgx.Tx, pending []versioned, tableExists bool) ([]Result, error) {
 	if !tableExists {
 		if _, err := tx.Exec(ctx, createVersionTable); err != nil {
-			return fmt.Errorf("create %s: %w", VersionTable, err)
+			return nil, fmt.Errorf("create %s: %w", VersionTable, err)
 		}
 	}
+	applied := make([]Result, 0, len(pending))
 	for _, m := range pending {
+		start := time.Now()
 		if _, err := tx.Exec(ctx, m.up); err != nil {
-			return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+			return nil, fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO "+VersionTable+" (version_id, is_applied) VALUES ($1, true)", m.Version); err != nil {
-			return fmt.Errorf("record migration %d: %w", m.Version, err)
+			return nil, fmt.Errorf("record migration %d: %w", m.Version, err)
 		}
+		r := m.Result
+		r.Took = since(start)
+		applied = append(applied, r)
 	}
-	return nil
+	return applied, nil
 }

@@ -84,16 +84,21 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 		r.log.Info("catch-up pass leaves out the rows below the published horizon the slot recorded",
 			"slot", r.cfg.Slot, "table", t.name, "published_xid", horizon)
 	}
-	query, err := catchUpQuery(ctx, tx, t.shape, horizon)
+	query, count, err := catchUpQuery(ctx, tx, t.shape, horizon)
 	if err != nil {
 		return err
+	}
+	var total int64
+	if err := tx.QueryRow(ctx, count).Scan(&total); err != nil {
+		return errorf("count pending rows", err)
 	}
 	rows, err := tx.Query(ctx, query)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	lastReport := time.Now()
+	progress := r.newProgressLog("catch-up pass in progress", "rows", total, "slot", r.cfg.Slot, "table", t.name)
+	done := int64(0)
 	for rows.Next() {
 		ev, unpublishable, err := poller.ScanEvent(rows, t.shape.Columns)
 		if err != nil {
@@ -103,6 +108,8 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 		if err := r.waitForRoom(ctx, wm); err != nil {
 			return err
 		}
+		done++
+		progress.update(time.Now(), done)
 		if unpublishable != nil {
 			row := outbox.Event{ID: ev.ID}
 			t.label(&row)
@@ -112,12 +119,12 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 		size := ev.Size()
 		pub.publish(ev, position{}, wm.Track(size), size)
 		*n++
-		if time.Since(lastReport) > 5*time.Second {
-			r.log.Info("catch-up pass in progress", "slot", r.cfg.Slot, "table", t.name, "events", *n)
-			lastReport = time.Now()
-		}
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	progress.finish(time.Now(), done, "catch-up pass read every pending row of the table")
+	return nil
 }
 
 // waitForRoom waits until the window has room for another event of the pass.
@@ -136,17 +143,17 @@ func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) erro
 
 // catchUpQuery selects pending rows: not processed, dead-lettered or handed to the
 // poller, where the table has those bookkeeping columns, and not below the published
-// horizon (0: none).
-func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon uint64) (string, error) {
+// horizon (0: none). count counts them.
+func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon uint64) (query, count string, err error) {
 	ident := shape.Ident()
 	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
 	if err != nil {
-		return "", errorf("read bookkeeping columns", err)
+		return "", "", errorf("read bookkeeping columns", err)
 	}
 	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return "", errorf("read bookkeeping columns", err)
+		return "", "", errorf("read bookkeeping columns", err)
 	}
 	// Rows handed to the poller (retry_after set) are the poller's to publish.
 	where := "true"
@@ -156,6 +163,6 @@ func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon ui
 	if horizon > 0 {
 		where += " AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) >= " + strconv.FormatUint(horizon, 10)
 	}
-	return "SELECT " + poller.EventColumns(shape) + " FROM " +
-		ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(shape), nil
+	return "SELECT " + poller.EventColumns(shape) + " FROM " + ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(shape),
+		"SELECT count(*) FROM " + ident + " WHERE " + where, nil
 }

@@ -108,6 +108,9 @@ type Config struct {
 	// StallTimeout: slot lag growing while the confirmed LSN has not moved for this
 	// long marks the relay stalled (metric, error log, /readyz fails).
 	StallTimeout time.Duration
+	// ProgressLogInterval is how often long work logs its progress: a catch-up
+	// pass, and the WAL already written when a session starts (0: 5s).
+	ProgressLogInterval time.Duration
 	// HeartbeatInterval, when positive, writes a transactional logical message that
 	// often while nothing is in flight, so the slot advances even when the server
 	// would send nothing. 0 disables it.

@@ -27,7 +27,7 @@ func (p *pipeline) message() error {
 	t := &p.tables[p.msg.Table]
 	t.label(&p.msg.Event)
 	size := p.msg.Event.Size()
-	err := p.d.message(p.msg.Event, p.at, p.wm.Track(size), size)
+	err := p.d.message(p.msg.Event, p.at, p.track(size), size)
 	p.at.idx++
 	return err
 }
@@ -36,7 +36,7 @@ func (p *pipeline) message() error {
 func (p *pipeline) malformed(me *decoder.MessageError) {
 	row := malformedRow(me, p.at.committed)
 	p.tables[p.msg.Table].label(&row)
-	p.d.malformedMessage(row, me, p.at, p.wm.Track(0))
+	p.d.malformedMessage(row, me, p.at, p.track(0))
 	p.at.idx++
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/walrelay/walrelay/internal/buildinfo"
 )
 
 // metrics are the relay's Prometheus metrics: the article's names with its meaning,
@@ -24,6 +26,9 @@ type metrics struct {
 	stalled       prometheus.Gauge
 	// horizonRecorded is when --on-publish progress last recorded a published horizon.
 	horizonRecorded prometheus.Gauge
+	// eventsConfirmed is when the confirmed LSN last moved past a transaction with
+	// events; lastConfirm moves with idle server positions too.
+	eventsConfirmed prometheus.Gauge
 
 	slotConfirmedLag *prometheus.GaugeVec
 	slotRestartLag   *prometheus.GaugeVec
@@ -56,6 +61,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_confirmed_lsn", Help: "Last LSN confirmed to PostgreSQL (as a number)."}),
 		lastConfirm: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_last_confirm_timestamp_seconds", Help: "Unix time of the last confirmed LSN change."}),
+		eventsConfirmed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_events_confirmed_timestamp_seconds",
+			Help: "Unix time the confirmed LSN last moved past a transaction with events (idle positions do not count); 0: not since the start."}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_leader", Help: "1 while this instance streams the slot (or polls, in poll mode)."}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
@@ -82,8 +90,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		tableDead: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_table_dead_letters", Help: "Dead letters of each outbox table (walrelay_dead_letters is their sum)."}, []string{"table"}),
 	}
+	build := buildinfo.Read()
 	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.commitToAck, m.confirmedLSN,
-		m.lastConfirm, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
+		m.lastConfirm, m.eventsConfirmed, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
 		m.slotWALStatus, m.slotActive, m.tableWaiting, m.tableDead,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "outbox_events_pending", Help: "Rows waiting for the poller plus events received and not yet acked.",
@@ -91,6 +100,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			events, _ := r.window.InFlight()
 			return float64(m.waitingRows.Load() + events)
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_build_info", Help: "1, labelled with the walrelay build that runs.",
+			ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion}},
+			func() float64 { return 1 }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_inflight_events", Help: "Events handed to the broker and not yet settled."},
 			func() float64 { events, _ := r.window.InFlight(); return float64(events) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_inflight_bytes", Help: "Bytes of events handed to the broker and not yet settled."},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -35,6 +34,7 @@ func TestMetricsReflectWorkload(t *testing.T) {
 		c.Retry.MaxAttempts = 2
 	})
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	started := time.Now()
 
 	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK, "streaming")
 	var n int
@@ -106,6 +106,12 @@ walrelay_slot_active{slot="metrics"} 1
 	if got := metric("walrelay_confirmed_lsn"); got <= 0 {
 		t.Errorf("walrelay_confirmed_lsn = %v, want the confirmed position", got)
 	}
+	waitFor(t, 30*time.Second, "the time events were last confirmed", func() bool {
+		return metric("walrelay_events_confirmed_timestamp_seconds") >= float64(started.Unix())
+	})
+	if got := metric("walrelay_build_info"); got != 1 {
+		t.Errorf("walrelay_build_info = %v, want 1", got)
+	}
 	if got := metric("outbox_batch_duration_seconds"); got < 1 {
 		t.Errorf("outbox_batch_duration_seconds has %v observations, want some", got)
 	}
@@ -119,15 +125,26 @@ walrelay_slot_active{slot="metrics"} 1
 }
 
 // An idle outbox on a busy database does not pin WAL: after 200 MB of WAL written to
-// another table, the slot's lag comes back under a small bound on its own.
+// another table, the slot's lag comes back under a small bound on its own. Those
+// confirmations move walrelay_last_confirm_timestamp_seconds, and not
+// walrelay_events_confirmed_timestamp_seconds: no event was in them.
 func TestIdleSlotFollowsBusyDatabase(t *testing.T) {
 	t.Parallel()
 	dbURL, broker, conn := outboxWithBroker(t)
-	start(t, dbURL, broker, "idle")
+	reg := prometheus.NewRegistry()
+	rn := start(t, dbURL, broker, "idle", func(c *config) { c.Registry = reg })
+	if !rn.waitLog(30*time.Second, "msg=streaming") { // the warm-up event is the stream's, not a catch-up pass's
+		t.Fatal("the relay did not start streaming")
+	}
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	if !consumer.WaitDistinct(time.Minute, len(testenv.WriteTx(t, conn, []string{"i"}, "warm", 1, false))) {
 		t.Fatal("warm-up event not delivered")
 	}
+	waitFor(t, 30*time.Second, "the warm-up event confirmed", func() bool {
+		return gaugeValue(t, reg, "walrelay_events_confirmed_timestamp_seconds") > 0
+	})
+	eventsConfirmed := gaugeValue(t, reg, "walrelay_events_confirmed_timestamp_seconds")
+	lastConfirm := gaugeValue(t, reg, "walrelay_last_confirm_timestamp_seconds")
 	ctx := context.Background()
 	if _, err := conn.Exec(ctx, "CREATE TABLE busy (id bigint, pad text)"); err != nil {
 		t.Fatal(err)
@@ -151,6 +168,12 @@ func TestIdleSlotFollowsBusyDatabase(t *testing.T) {
 		}
 		return lag < bound
 	})
+	if got := gaugeValue(t, reg, "walrelay_last_confirm_timestamp_seconds"); got <= lastConfirm {
+		t.Errorf("walrelay_last_confirm_timestamp_seconds did not move (%v) while the slot followed the server", got)
+	}
+	if got := gaugeValue(t, reg, "walrelay_events_confirmed_timestamp_seconds"); got != eventsConfirmed {
+		t.Errorf("walrelay_events_confirmed_timestamp_seconds moved from %v to %v with no event confirmed", eventsConfirmed, got)
+	}
 }
 
 // With heartbeats on, the relay keeps streaming and confirming while the outbox is
@@ -178,16 +201,6 @@ func TestHeartbeatAdvancesSlot(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // waitHTTP polls url until it answers with the status and a body containing want.
 func waitHTTP(t *testing.T, url string, status int, want string) string {
 	t.Helper()
@@ -212,6 +225,7 @@ func waitHTTP(t *testing.T, url string, status int, want string) string {
 var (
 	waitFor   = testenv.WaitFor
 	pollUntil = testenv.Eventually
+	freeAddr  = testenv.FreeAddr
 )
 
 // A relay whose slot lag grows while its confirmed LSN stands still is stalled: the
@@ -231,24 +245,9 @@ func TestStallDetection(t *testing.T) {
 	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK, "streaming")
 
 	fault := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	writer := testenv.Connect(t, dbURL)
-	go func() { // keep the WAL, and so the lag, growing
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			if _, err := writer.Exec(context.Background(), `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
-				SELECT 'order', 'st', 'stuck', jsonb_build_object('pad', repeat('x', 500)) FROM generate_series(1, 50)`); err != nil {
-				return
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	// Keep the WAL, and so the lag, growing.
+	defer testenv.KeepWriting(testenv.Connect(t, dbURL), `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		SELECT 'order', 'st', 'stuck', jsonb_build_object('pad', repeat('x', 500)) FROM generate_series(1, 50)`)()
 	waitHTTP(t, "http://"+addr+"/readyz", http.StatusServiceUnavailable, "stalled")
 	if got := testutil.ToFloat64(gauge(t, reg, "walrelay_stalled")); got != 1 {
 		t.Fatalf("walrelay_stalled = %v, want 1", got)

@@ -28,6 +28,8 @@ type pipeline struct {
 	// onOutsideMessage is told of each non-transactional message with the events'
 	// prefix (decoder.KindOutsideMessage), which is no event.
 	onOutsideMessage func()
+	// backlog follows the WAL written before the session started; nil once relayed.
+	backlog *backlog
 }
 
 // position is where an event sits in the stream: its transaction's commit LSN and
@@ -68,7 +70,7 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		if errors.As(err, &rowErr) {
 			row := outbox.Event{ID: rowErr.ID}
 			p.tables[p.msg.Table].label(&row)
-			p.d.unmappable(row, rowErr, p.at, p.wm.Track(0))
+			p.d.unmappable(row, rowErr, p.at, p.track(0))
 			p.at.idx++
 			return nil
 		}
@@ -85,7 +87,7 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 			p.msg.Event.CreatedAt = p.at.committed
 		}
 		size := p.msg.Event.Size()
-		err := p.d.event(p.msg.Event, p.at, p.wm.Track(size), size)
+		err := p.d.event(p.msg.Event, p.at, p.track(size), size)
 		p.at.idx++
 		return err
 	case decoder.KindMessage:
@@ -99,7 +101,21 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 	return nil
 }
 
-func (p *pipeline) Tick(context.Context) error { return p.d.tick() }
+// track tracks an event of the open transaction in the watermark, and counts it
+// while the session relays the WAL written before its start.
+func (p *pipeline) track(size int) *replication.Txn {
+	if p.backlog != nil {
+		p.backlog.events++
+	}
+	return p.wm.Track(size)
+}
+
+func (p *pipeline) Tick(context.Context) error {
+	if p.backlog != nil && p.backlog.at(time.Now(), p.wm.Confirmable()) {
+		p.backlog = nil
+	}
+	return p.d.tick()
+}
 
 func (p *pipeline) Drain(ctx context.Context) error { return p.d.drain(ctx) }
 

@@ -92,7 +92,7 @@ func TestProgressIsTheStreamDefault(t *testing.T) {
 	}
 	cfg := relay.DefaultConfig()
 	cfg.DatabaseURL, cfg.Slot = dbURL, "progress_default"
-	st, err := relay.ReadStatus(context.Background(), cfg, relay.StatusLimits{StallTimeout: time.Minute})
+	st, err := relay.ReadStatus(context.Background(), cfg, relay.StatusLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}

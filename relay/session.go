@@ -87,6 +87,8 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		dec.DecodeMessages(r.cfg.MessagePrefix)
 	}
 	h := &pipeline{dec: dec, wm: wm, d: d, tables: r.tables, onOutsideMessage: r.outsideMessage}
+	h.backlog = r.newBacklog(ctx, conn, start)
+	var eventsConfirmed pglogrepl.LSN // the newest wm.EventsSettled a confirmation reached
 	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "tables", r.tableNames(),
 		"from_lsn", start.String())
 	return rc.Stream(ctx, replication.StreamConfig{
@@ -103,6 +105,10 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		OnConfirm: func(lsn pglogrepl.LSN) {
 			r.metrics.confirmedLSN.Set(float64(lsn))
 			r.metrics.lastConfirm.SetToCurrentTime()
+			if e := wm.EventsSettled(); e > eventsConfirmed && e <= lsn {
+				eventsConfirmed = e
+				r.metrics.eventsConfirmed.SetToCurrentTime()
+			}
 			if rec != nil {
 				rec.confirmed(lsn)
 			}

@@ -8,23 +8,34 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 )
 
-// Status is what `walrelay status` reports about a relay's slot and table.
+// Status is what `walrelay status` reports about a relay's slot and tables: whether
+// the outbox is being relayed, and if not, the problems found.
 type Status struct {
-	Slot              string     `json:"slot"`
-	SlotExists        bool       `json:"slot_exists"`
-	SlotActive        bool       `json:"slot_active"`
-	ConfirmedLSN      string     `json:"confirmed_lsn,omitempty"`
-	LagBytes          int64      `json:"lag_bytes"`
-	WALStatus         string     `json:"wal_status,omitempty"`
-	LastConfirm       *time.Time `json:"last_confirm,omitempty"` // the walsender's last status update
+	Slot         string `json:"slot"`
+	SlotExists   bool   `json:"slot_exists"`
+	SlotActive   bool   `json:"slot_active"` // a process streams the slot
+	ConfirmedLSN string `json:"confirmed_lsn,omitempty"`
+	LagBytes     int64  `json:"lag_bytes"`
+	WALStatus    string `json:"wal_status,omitempty"`
+	// LastStatusUpdate is the walsender's last standby status update from the
+	// relay. Keepalives move it too: it says the relay answers, not that events flow.
+	LastStatusUpdate  *time.Time `json:"last_status_update,omitempty"`
 	Publication       string     `json:"publication"`
 	PublicationExists bool       `json:"publication_exists"`
-	PendingRows       int64      `json:"pending_rows"`
-	DeadLetters       int64      `json:"dead_letters"`
-	OldestPendingAge  float64    `json:"oldest_pending_age_seconds"`
+	// OnPublish is the --on-publish mode the pending counts assume.
+	OnPublish   poller.OnPublish `json:"on_publish"`
+	PendingRows int64            `json:"pending_rows"`
+	// RetryingRows are the pending rows handed to the poller for a retry; the age
+	// bound does not apply to them, their retry time does.
+	RetryingRows int64 `json:"retrying_rows"`
+	// OverdueRetries are retrying rows more than the age bound past their retry time.
+	OverdueRetries   int64   `json:"overdue_retries"`
+	DeadLetters      int64   `json:"dead_letters"`
+	OldestPendingAge float64 `json:"oldest_pending_age_seconds"` // of the pending rows not retrying
 	// SlotReplacedAt and SlotReplacedReason: the last time the relay found the slot
 	// lost or missing and created it again, and why.
 	SlotReplacedAt     *time.Time `json:"slot_replaced_at,omitempty"`
@@ -32,9 +43,11 @@ type Status struct {
 	// PublishedHorizonAt is when the slot's published horizon (--on-publish
 	// progress) last moved.
 	PublishedHorizonAt *time.Time `json:"published_horizon_at,omitempty"`
-	Problems           []string   `json:"problems"`
-	// Tables has a row per outbox table; PendingRows and DeadLetters above are their
-	// sums, OldestPendingAge their maximum.
+	// Relay is what the relay answered over HTTP; nil when no address was given.
+	Relay    *RelayHealth `json:"relay,omitempty"`
+	Problems []Problem    `json:"problems"`
+	// Tables has a row per outbox table; the counts above are their sums,
+	// OldestPendingAge their maximum.
 	Tables []TableStatus `json:"tables"`
 }
 
@@ -42,9 +55,38 @@ type Status struct {
 type TableStatus struct {
 	Table            string  `json:"table"`
 	PendingRows      int64   `json:"pending_rows"`
+	RetryingRows     int64   `json:"retrying_rows"`
+	OverdueRetries   int64   `json:"overdue_retries"`
 	DeadLetters      int64   `json:"dead_letters"`
 	OldestPendingAge float64 `json:"oldest_pending_age_seconds"`
 }
+
+// Problem is one thing Status found wrong.
+type Problem struct {
+	Check   Check  `json:"check"`
+	Message string `json:"message"`
+}
+
+// Check names what a Problem is about; `walrelay status` exits with a code per check.
+type Check string
+
+const (
+	// CheckDatabase: the database could not be read (ReadStatus's error).
+	CheckDatabase Check = "database"
+	// CheckNotStreamed: no process streams the slot, or it does not exist.
+	CheckNotStreamed Check = "not_streamed"
+	// CheckPending: a row has waited longer than StatusLimits.MaxPendingAge.
+	CheckPending Check = "pending"
+	// CheckRelayNotReady: the relay's /readyz answers that it is not ready, or the
+	// relay named by StatusLimits.RelayURL (Required) cannot be reached.
+	CheckRelayNotReady Check = "relay_not_ready"
+	// CheckSlot: the slot is lost, or was replaced in the last day.
+	CheckSlot Check = "slot"
+	// CheckPublication: the publication does not exist.
+	CheckPublication Check = "publication"
+	// CheckDeadLetters: more dead letters than StatusLimits.MaxDeadLetters.
+	CheckDeadLetters Check = "dead_letters"
+)
 
 // recentReplacement is how long a slot's replacement counts as a problem.
 const recentReplacement = 24 * time.Hour
@@ -52,20 +94,40 @@ const recentReplacement = 24 * time.Hour
 // StatusLimits say when Status reports a problem.
 type StatusLimits struct {
 	MaxDeadLetters int64
-	// StallTimeout: an active slot that is behind and has not been confirmed for this
-	// long is stalled.
-	StallTimeout time.Duration
+	// MaxPendingAge: a pending row older than this, or a row handed to the poller
+	// this long past its retry time, is a problem (0: no bound).
+	MaxPendingAge time.Duration
+	// RelayURL is the relay's HTTP address (its --metrics-addr), as
+	// http://host:port; empty: the relay is not asked.
+	RelayURL string
+	// RelayRequired makes a relay that cannot be reached at RelayURL a problem;
+	// otherwise it is only reported.
+	RelayRequired bool
 }
 
-// ReadStatus reads the slot, publication and outbox table named in cfg (only the
-// database URL, table, columns, slot, publication and mode are used) and lists problems.
+func (st *Status) problem(check Check, format string, args ...any) {
+	st.Problems = append(st.Problems, Problem{Check: check, Message: fmt.Sprintf(format, args...)})
+}
+
+// ReadStatus reads the slot, publication and outbox tables named in cfg (the database
+// URL, tables, columns, slot, publication, mode and on-publish mode are used), asks
+// the relay at limits.RelayURL for its readiness, and lists problems.
 func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, error) {
 	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, errorf("connect to postgresql", err)
 	}
 	defer conn.Close(context.Background())
-	st := &Status{Slot: cfg.Slot, Publication: cfg.Publication, Problems: []string{}}
+	st := &Status{Slot: cfg.Slot, Publication: cfg.Publication, OnPublish: cfg.OnPublishMode(), Problems: []Problem{}}
+	if limits.RelayURL != "" {
+		st.Relay = probeRelay(ctx, limits.RelayURL, cfg.Slot)
+		switch h := st.Relay; {
+		case h.Reachable && !h.Ready:
+			st.problem(CheckRelayNotReady, "the relay at %s is not ready: %s", h.URL, h.Answer)
+		case !h.Reachable && limits.RelayRequired:
+			st.problem(CheckRelayNotReady, "cannot ask the relay at %s whether it is ready: %s", h.URL, h.Error)
+		}
+	}
 
 	var active *bool
 	var confirmed, walStatus *string
@@ -78,7 +140,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		if cfg.Mode != ModePoll {
-			st.Problems = append(st.Problems, "slot "+cfg.Slot+" does not exist (walrelay run creates it)")
+			st.problem(CheckNotStreamed, "slot %s does not exist: no relay has streamed it yet (walrelay run creates it)", cfg.Slot)
 		}
 	case err != nil:
 		return nil, errorf("read slot", err)
@@ -89,14 +151,13 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		if lag != nil {
 			st.LagBytes = *lag
 		}
-		st.LastConfirm = replyTime
+		st.LastStatusUpdate = replyTime
 	}
 	if st.WALStatus == "lost" {
-		st.Problems = append(st.Problems, "slot "+cfg.Slot+" is lost: PostgreSQL removed WAL it needed")
-	}
-	if st.SlotActive && st.LagBytes > 1<<20 && st.LastConfirm != nil && time.Since(*st.LastConfirm) > limits.StallTimeout {
-		st.Problems = append(st.Problems, fmt.Sprintf("stalled: %d bytes behind and no status update for %s",
-			st.LagBytes, time.Since(*st.LastConfirm).Round(time.Second)))
+		st.problem(CheckSlot, "slot %s is lost: PostgreSQL removed WAL it needed", cfg.Slot)
+	} else if st.SlotExists && !st.SlotActive && cfg.Mode != ModePoll {
+		st.problem(CheckNotStreamed, "no process streams slot %s: start walrelay run, or read its log for why it is not streaming "+
+			"(it waits for the broker and for the database before it streams)", cfg.Slot)
 	}
 
 	err = conn.QueryRow(ctx, "SELECT replaced_at, coalesce(replaced_reason, '') FROM walrelay_slots WHERE slot_name = $1", cfg.Slot).
@@ -105,8 +166,8 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		return nil, errorf("read walrelay_slots (run walrelay migrate?)", err)
 	}
 	if st.SlotReplacedAt != nil && time.Since(*st.SlotReplacedAt) < recentReplacement {
-		st.Problems = append(st.Problems, fmt.Sprintf("slot %s was replaced at %s: %s", cfg.Slot,
-			st.SlotReplacedAt.UTC().Format(time.RFC3339), st.SlotReplacedReason))
+		st.problem(CheckSlot, "slot %s was replaced at %s: %s", cfg.Slot,
+			st.SlotReplacedAt.UTC().Format(time.RFC3339), st.SlotReplacedReason)
 	}
 
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", cfg.Publication).
@@ -114,7 +175,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		return nil, errorf("read publication", err)
 	}
 	if !st.PublicationExists && cfg.Mode != ModePoll {
-		st.Problems = append(st.Problems, "publication "+cfg.Publication+" does not exist")
+		st.problem(CheckPublication, "publication %s does not exist (walrelay migrate creates it)", cfg.Publication)
 	}
 
 	// Where the database keeps published horizons (migration 7), a row is pending
@@ -132,26 +193,56 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		}
 		st.PublishedHorizonAt = at
 	}
+	oldestTable := ""
 	for _, t := range cfg.OutboxTables() {
-		ts, err := readTableStatus(ctx, conn, t, horizons)
+		ts, err := readTableStatus(ctx, conn, t, horizons, limits.MaxPendingAge)
 		if err != nil {
 			return nil, err
 		}
 		st.Tables = append(st.Tables, ts)
 		st.PendingRows += ts.PendingRows
+		st.RetryingRows += ts.RetryingRows
+		st.OverdueRetries += ts.OverdueRetries
 		st.DeadLetters += ts.DeadLetters
-		st.OldestPendingAge = max(st.OldestPendingAge, ts.OldestPendingAge)
+		if ts.OldestPendingAge > st.OldestPendingAge {
+			st.OldestPendingAge, oldestTable = ts.OldestPendingAge, ts.Table
+		}
 	}
+	st.checkPending(cfg, limits.MaxPendingAge, oldestTable)
 	if st.DeadLetters > limits.MaxDeadLetters {
-		st.Problems = append(st.Problems, fmt.Sprintf("%d dead letters (more than %d); see walrelay dlq list",
-			st.DeadLetters, limits.MaxDeadLetters))
+		st.problem(CheckDeadLetters, "%d dead letters (more than %d); see walrelay dlq list", st.DeadLetters, limits.MaxDeadLetters)
 	}
 	return st, nil
 }
 
+// checkPending reports rows that wait longer than bound. With --on-publish none
+// nothing marks a published row, so no row can be told pending.
+func (st *Status) checkPending(cfg Config, bound time.Duration, oldestTable string) {
+	if bound <= 0 || st.OnPublish == poller.None {
+		return
+	}
+	if age := time.Duration(st.OldestPendingAge * float64(time.Second)); age > bound {
+		advice := "its event has not reached the broker: is a relay running and streaming, and does the broker acknowledge? " +
+			"(the relay's log and /readyz say)"
+		if cfg.Mode == ModePoll {
+			advice = "its event has not reached the broker: is a relay polling, and does the broker acknowledge? (the relay's log and /readyz say)"
+		}
+		if st.OnPublish == poller.Progress {
+			advice += "; with --on-publish progress a transaction open for long anywhere on the server also keeps published rows " +
+				"pending until it ends (SELECT pid, xact_start FROM pg_stat_activity WHERE backend_xid IS NOT NULL ORDER BY xact_start)"
+		}
+		st.problem(CheckPending, "the oldest pending row of %s is %s old, over the %s bound: %s", oldestTable,
+			age.Round(time.Second), bound, advice)
+	}
+	if st.OverdueRetries > 0 {
+		st.problem(CheckPending, "%d rows handed to the poller for a retry are more than %s past their retry time: "+
+			"no relay's poller publishes them (the relay's log says why)", st.OverdueRetries, bound)
+	}
+}
+
 // readTableStatus counts one outbox table's pending rows and dead letters; with
 // horizons, rows the published horizon covers are not pending.
-func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig, horizons bool) (TableStatus, error) {
+func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig, horizons bool, bound time.Duration) (TableStatus, error) {
 	shape, err := replication.DescribeTable(ctx, conn, t.Table, t.Columns)
 	if err != nil {
 		return TableStatus{}, errorf("read outbox table "+t.Table, err)
@@ -168,19 +259,19 @@ func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig, horizon
 		created = pgx.Identifier{shape.Columns.CreatedAt}.Sanitize()
 	}
 	pending := "processed_at IS NULL"
+	args := []any{bound.Seconds()}
 	if horizons {
 		pending = "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, " +
-			"(SELECT walrelay_horizon($1::text::regclass)), (SELECT walrelay_next_xid()))"
-	}
-	var args []any
-	if horizons {
+			"(SELECT walrelay_horizon($2::text::regclass)), (SELECT walrelay_next_xid()))"
 		args = append(args, shape.Ident())
 	}
 	var oldest *float64
 	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE dead_lettered_at IS NULL),
+			count(*) FILTER (WHERE dead_lettered_at IS NULL AND retry_after IS NOT NULL),
+			count(*) FILTER (WHERE dead_lettered_at IS NULL AND retry_after < now() - make_interval(secs => $1)),
 			count(*) FILTER (WHERE dead_lettered_at IS NOT NULL),
-			extract(epoch FROM now() - min(`+created+`) FILTER (WHERE dead_lettered_at IS NULL))::float8
-		FROM `+shape.Ident()+` WHERE `+pending, args...).Scan(&ts.PendingRows, &ts.DeadLetters, &oldest)
+			extract(epoch FROM now() - min(`+created+`) FILTER (WHERE dead_lettered_at IS NULL AND retry_after IS NULL))::float8
+		FROM `+shape.Ident()+` WHERE `+pending, args...).Scan(&ts.PendingRows, &ts.RetryingRows, &ts.OverdueRetries, &ts.DeadLetters, &oldest)
 	if err != nil {
 		return TableStatus{}, errorf("read outbox table "+t.Table+" (run walrelay migrate?)", err)
 	}

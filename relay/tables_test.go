@@ -210,7 +210,7 @@ func twoTables(t *testing.T, delivery relay.Delivery) {
 	statusCfg := relay.DefaultConfig()
 	statusCfg.DatabaseURL, statusCfg.Tables = dbURL, tables
 	statusCfg.Slot, statusCfg.Publication = slot, "two_tables"
-	st, err := relay.ReadStatus(ctx, statusCfg, relay.StatusLimits{MaxDeadLetters: 5, StallTimeout: time.Minute})
+	st, err := relay.ReadStatus(ctx, statusCfg, relay.StatusLimits{MaxDeadLetters: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

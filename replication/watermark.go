@@ -24,6 +24,9 @@ type Watermark struct {
 	queue     []*Txn // committed, not yet known to be settled, in commit order
 	confirmed pglogrepl.LSN
 	server    pglogrepl.LSN
+	// events is the end of the newest transaction with events that Confirmable
+	// passed: what the confirmed LSN owes to events, not to idle server positions.
+	events pglogrepl.LSN
 
 	failure atomic.Pointer[error]
 }
@@ -33,6 +36,7 @@ type Txn struct {
 	wm        *Watermark
 	end       pglogrepl.LSN
 	committed bool // written and read by the stream goroutine only
+	carries   bool // Track was called: the transaction has events (stream goroutine only)
 	pending   atomic.Int64
 }
 
@@ -49,6 +53,7 @@ func (w *Watermark) Begin() { w.open = &Txn{wm: w} }
 // transaction, whose Done must be called exactly once for it.
 func (w *Watermark) Track(size int) *Txn {
 	w.open.pending.Add(1)
+	w.open.carries = true
 	w.window.take(size)
 	return w.open
 }
@@ -108,6 +113,9 @@ func (w *Watermark) Confirmable() pglogrepl.LSN {
 		if t.end > w.confirmed {
 			w.confirmed = t.end
 		}
+		if t.carries && t.end > w.events {
+			w.events = t.end
+		}
 		n++
 	}
 	if n > 0 {
@@ -119,6 +127,11 @@ func (w *Watermark) Confirmable() pglogrepl.LSN {
 	}
 	return w.confirmed
 }
+
+// EventsSettled returns the end LSN of the newest transaction with events that
+// Confirmable has passed (0: none yet). A confirmation at or past it moved the slot
+// for events; one that only follows the server's position did not.
+func (w *Watermark) EventsSettled() pglogrepl.LSN { return w.events }
 
 // Idle reports whether every tracked transaction is committed and settled.
 func (w *Watermark) Idle() bool {

@@ -65,6 +65,32 @@ func TestWatermarkServerPosition(t *testing.T) {
 	}
 }
 
+// EventsSettled follows the transactions with events only: an empty transaction or
+// the server's position moves the confirmable LSN, never EventsSettled.
+func TestWatermarkEventsSettled(t *testing.T) {
+	w := replication.NewWatermark(replication.NewWindow(100, 1<<20), 10)
+	w.Begin()
+	w.Commit(40) // no events
+	w.ServerPosition(60)
+	if got := w.Confirmable(); got != 60 || w.EventsSettled() != 0 {
+		t.Fatalf("idle: confirmable %s, events settled %s; want 0/3C and 0/0", got, w.EventsSettled())
+	}
+	w.Begin()
+	ev := w.Track(1)
+	w.Commit(90)
+	w.Begin()
+	w.Commit(120)
+	w.Confirmable()
+	if got := w.EventsSettled(); got != 0 {
+		t.Fatalf("event not acked: events settled %s, want 0/0", got)
+	}
+	ev.Done(1, nil)
+	w.ServerPosition(150)
+	if got := w.Confirmable(); got != 150 || w.EventsSettled() != 90 {
+		t.Fatalf("acked: confirmable %s, events settled %s; want 0/96 and 0/5A", got, w.EventsSettled())
+	}
+}
+
 func TestWatermarkFailureHoldsTransaction(t *testing.T) {
 	window := replication.NewWindow(100, 1<<20)
 	w := replication.NewWatermark(window, 0)

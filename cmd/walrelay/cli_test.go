@@ -53,8 +53,14 @@ func TestBadUsageExits2(t *testing.T) {
 	badURL := "postgres://u:" + password + "@127.0.0.1:1/x?sslmode=bogus"
 	cases := []tcase{
 		{name: "unknown subcommand", args: []string{"bogus"}, want: []string{`unknown command "bogus"`}},
-		{name: "unknown flag", args: []string{"run", "--no-such-flag"}, want: []string{"unknown flag: --no-such-flag"}},
-		{name: "positional argument", args: []string{"run", "extra"}, want: []string{`"extra"`}},
+		{name: "unknown flag", args: []string{"run", "--no-such-flag"}, want: []string{"unknown flag: --no-such-flag", "Usage:\n  walrelay run [flags]"}},
+		{name: "misspelt flag", args: []string{"run", "--kafka-broker", "k:9092"},
+			want: []string{"unknown flag: --kafka-broker (did you mean --kafka-brokers?)", "Usage:\n  walrelay run [flags]"}},
+		{name: "misspelt subcommand", args: []string{"migarte"}, want: []string{`unknown command "migarte"`, `did you mean "migrate"?`}},
+		{name: "unknown dlq subcommand", args: []string{"dlq", "show"}, want: []string{`unknown command "show" for "walrelay dlq"`,
+			"Usage:\n  walrelay dlq [flags]"}},
+		{name: "bad size", args: []string{"run", "--max-inflight-bytes", "lots"}, want: []string{"--max-inflight-bytes", `"lots"`, "64MiB"}},
+		{name: "positional argument", args: []string{"run", "extra"}, want: []string{`"extra"`, "Usage:\n  walrelay run [flags]"}},
 		{name: "run without database url", args: []string{"run"}, noDB: true,
 			want: []string{"database url is required", "WALRELAY_DATABASE_URL"}},
 		{name: "migrate without database url", args: []string{"migrate"}, noDB: true,
@@ -74,15 +80,19 @@ func TestBadUsageExits2(t *testing.T) {
 		{name: "keepalive below status interval", args: []string{"run", "--status-interval", "5s", "--keepalive-interval", "1s"},
 			want: []string{"keepalive interval"}},
 		{name: "config file with unknown key", args: []string{"run", "--config", "FILE:slot: fine\nno-such-key: 1\n"},
-			want: []string{`unknown setting "no-such-key"`}},
+			want: []string{`line 2: unknown setting "no-such-key"`}},
+		{name: "config file with misspelt key", args: []string{"status", "--config", "FILE:slot: fine\n\npublicaton: p\n"},
+			want: []string{`line 3: unknown setting "publicaton" (did you mean publication?)`}},
+		{name: "config file with a flow error on line 2", args: []string{"run", "--config", "FILE:slot: fine\ntables: [{table: a}\nmode: poll\n"},
+			want: []string{"line 2:"}},
 		{name: "migrate config file with unknown key", args: []string{"migrate", "--config", "FILE:no-such-key: 1\n"},
 			want: []string{`unknown setting "no-such-key"`}},
 		{name: "config file missing", args: []string{"run", "--config", "/nonexistent/walrelay.yaml"},
 			want: []string{"read config file", "/nonexistent/walrelay.yaml"}},
 		{name: "config file from env missing", args: []string{"run"}, env: []string{"WALRELAY_CONFIG=/nonexistent/walrelay.yaml"},
 			want: []string{"read config file", "/nonexistent/walrelay.yaml"}},
-		{name: "config file bad value", args: []string{"run", "--config", "FILE:status-interval: soon\n"},
-			want: []string{"status-interval", `"soon"`}},
+		{name: "config file bad value", args: []string{"run", "--config", "FILE:slot: fine\nstatus-interval: soon\n"},
+			want: []string{"line 2: status-interval", `"soon"`}},
 		{name: "config file not yaml", args: []string{"run", "--config", "FILE:slot: [unclosed\n"},
 			want: []string{"config file"}},
 		{name: "run with unparsable database url", args: []string{"run", "--database-url", badURL},
@@ -132,7 +142,7 @@ func TestBadUsageExits2(t *testing.T) {
 					t.Errorf("stderr does not mention %q:\n%s", w, res.stderr)
 				}
 			}
-			if !strings.Contains(res.stderr, "walrelay --help") {
+			if !strings.Contains(res.stderr, "Run 'walrelay") || !strings.Contains(res.stderr, " --help'") {
 				t.Errorf("stderr does not point to --help:\n%s", res.stderr)
 			}
 			if strings.Contains(res.stderr+res.stdout, password) {

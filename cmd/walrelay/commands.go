@@ -10,7 +10,7 @@ func runCommand() *cobra.Command {
 	s := newSettings()
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Stream outbox inserts from PostgreSQL to Kafka until stopped (SIGINT/SIGTERM)",
+		Short: "Relay outbox rows from PostgreSQL to the broker until stopped (SIGINT/SIGTERM)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := s.load(cmd.Flags()); err != nil {
@@ -20,6 +20,7 @@ func runCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			s.warn(nil, logger)
 			tp, err := tracerProvider(cmd.Context(), logger)
 			if err != nil {
 				return err

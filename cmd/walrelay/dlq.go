@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -14,19 +15,29 @@ import (
 )
 
 func dlqCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := groupCommand(&cobra.Command{
 		Use:   "dlq",
 		Short: "Inspect, retry and purge dead letters (rows that failed max-attempts times)",
-	}
+		Long: "dlq lists, retries and purges dead letters in the outbox tables run relays: it takes the same\n" +
+			"settings (--config, WALRELAY_*, the table and column settings, a file's tables list).",
+	})
 	cmd.AddCommand(dlqList(), dlqRetry(), dlqPurge())
 	return cmd
 }
 
-// withStore loads the settings and opens a store for one dlq subcommand.
-func withStore(cmd *cobra.Command, s *settings, fn func(*poller.Store) error) error {
+// tableStore is one outbox table's books.
+type tableStore struct {
+	name string // schema-qualified
+	*poller.Store
+}
+
+// withStores loads the settings and opens a store per outbox table (one, or the
+// file's tables list) for one dlq subcommand.
+func withStores(cmd *cobra.Command, s *settings, fn func([]tableStore) error) error {
 	if err := s.load(cmd.Flags()); err != nil {
 		return err
 	}
+	s.warn(cmd.ErrOrStderr(), nil)
 	if s.relay.DatabaseURL == "" {
 		return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	}
@@ -35,14 +46,37 @@ func withStore(cmd *cobra.Command, s *settings, fn func(*poller.Store) error) er
 		return fmt.Errorf("database url: %w", err)
 	}
 	defer pool.Close()
-	shape, err := replication.DescribeTable(cmd.Context(), pool, s.relay.Table, s.relay.Columns)
-	if err != nil {
-		return runtimeError{err}
+	var stores []tableStore
+	for _, t := range s.relay.OutboxTables() {
+		shape, err := replication.DescribeTable(cmd.Context(), pool, t.Table, t.Columns)
+		if err != nil {
+			return runtimeError{err}
+		}
+		stores = append(stores, tableStore{shape.Qualified(), poller.NewStore(pool, shape, s.relay.Retry)})
 	}
-	if err := fn(poller.NewStore(pool, shape, s.relay.Retry)); err != nil {
+	if err := fn(stores); err != nil {
 		return runtimeError{err}
 	}
 	return nil
+}
+
+// sumTables runs fn on every table and adds up the rows it changed.
+func sumTables(stores []tableStore, fn func(tableStore) (int64, error)) (int64, error) {
+	var n int64
+	for _, st := range stores {
+		changed, err := fn(st)
+		if err != nil {
+			return n, fmt.Errorf("table %s: %w", st.name, err)
+		}
+		n += changed
+	}
+	return n, nil
+}
+
+// tableLetter is a dead letter with the table it is in.
+type tableLetter struct {
+	Table string `json:"table"`
+	poller.DeadLetter
 }
 
 func dlqList() *cobra.Command {
@@ -57,24 +91,29 @@ func dlqList() *cobra.Command {
 			if limit <= 0 {
 				return fmt.Errorf("--limit must be positive")
 			}
-			return withStore(cmd, s, func(st *poller.Store) error {
-				letters, err := st.DeadLetters(cmd.Context(), limit)
-				if err != nil {
-					return err
+			return withStores(cmd, s, func(stores []tableStore) error {
+				letters := []tableLetter{}
+				for _, st := range stores {
+					some, err := st.DeadLetters(cmd.Context(), limit)
+					if err != nil {
+						return err
+					}
+					for _, d := range some {
+						letters = append(letters, tableLetter{st.name, d})
+					}
 				}
+				sort.SliceStable(letters, func(i, j int) bool { return letters[i].CreatedAt.Before(letters[j].CreatedAt) })
+				letters = letters[:min(len(letters), limit)]
 				out := cmd.OutOrStdout()
 				if asJSON {
-					if letters == nil {
-						letters = []poller.DeadLetter{}
-					}
 					enc := json.NewEncoder(out)
 					enc.SetIndent("", "  ")
 					return enc.Encode(letters)
 				}
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tEVENT TYPE\tAGGREGATE\tATTEMPTS\tDEAD SINCE\tLAST ERROR")
+				fmt.Fprintln(tw, "ID\tTABLE\tEVENT TYPE\tAGGREGATE\tATTEMPTS\tDEAD SINCE\tLAST ERROR")
 				for _, d := range letters {
-					fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%d\t%s\t%s\n", d.ID, d.EventType, d.AggregateType, d.AggregateID,
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%d\t%s\t%s\n", d.ID, d.Table, d.EventType, d.AggregateType, d.AggregateID,
 						d.Attempts, d.DeadLetteredAt.UTC().Format(time.RFC3339), oneLine(d.LastError, 80))
 				}
 				tw.Flush()
@@ -83,7 +122,7 @@ func dlqList() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), "database-url", "table")
+	s.register(cmd.Flags(), append([]string{"database-url"}, tableSettings...)...)
 	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	return cmd
@@ -101,8 +140,8 @@ func dlqRetry() *cobra.Command {
 			if (len(ids) == 0) == !all {
 				return fmt.Errorf("give either --id (one or more) or --all")
 			}
-			return withStore(cmd, s, func(st *poller.Store) error {
-				n, err := st.RetryDeadLetters(cmd.Context(), ids, all)
+			return withStores(cmd, s, func(stores []tableStore) error {
+				n, err := sumTables(stores, func(st tableStore) (int64, error) { return st.RetryDeadLetters(cmd.Context(), ids, all) })
 				if err != nil {
 					return err
 				}
@@ -111,7 +150,7 @@ func dlqRetry() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), "database-url", "table")
+	s.register(cmd.Flags(), append([]string{"database-url"}, tableSettings...)...)
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to retry (repeat or comma-separate)")
 	cmd.Flags().BoolVar(&all, "all", false, "retry every dead letter")
 	return cmd
@@ -132,8 +171,8 @@ func dlqPurge() *cobra.Command {
 			if olderThan < 0 {
 				return fmt.Errorf("--older-than must be positive")
 			}
-			return withStore(cmd, s, func(st *poller.Store) error {
-				n, err := st.PurgeDeadLetters(cmd.Context(), ids, olderThan)
+			return withStores(cmd, s, func(stores []tableStore) error {
+				n, err := sumTables(stores, func(st tableStore) (int64, error) { return st.PurgeDeadLetters(cmd.Context(), ids, olderThan) })
 				if err != nil {
 					return err
 				}
@@ -142,7 +181,7 @@ func dlqPurge() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), "database-url", "table")
+	s.register(cmd.Flags(), append([]string{"database-url"}, tableSettings...)...)
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to delete (repeat or comma-separate)")
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "delete dead letters older than this (e.g. 720h)")
 	return cmd

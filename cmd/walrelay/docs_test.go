@@ -41,13 +41,17 @@ func TestConfigurationTable(t *testing.T) {
 
 func settingsTable() string {
 	var b strings.Builder
-	b.WriteString("| setting | default | meaning |\n|---|---|---|\n")
+	b.WriteString("| setting | type | default | meaning |\n|---|---|---|---|\n")
 	for _, st := range newSettings().all {
 		def := "(none)"
 		if st.def != "" {
 			def = "`" + st.def + "`"
 		}
-		b.WriteString("| `" + st.name + "` | " + def + " | " + strings.ReplaceAll(st.usage, "|", `\|`) + " |\n")
+		kind := st.kind
+		if kind == "" {
+			kind = kindString
+		}
+		b.WriteString("| `" + st.name + "` | " + kind + " | " + def + " | " + strings.ReplaceAll(st.usage, "|", `\|`) + " |\n")
 	}
 	return b.String()
 }

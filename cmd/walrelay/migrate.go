@@ -35,6 +35,7 @@ func migrateCommand() *cobra.Command {
 			if err := s.load(cmd.Flags()); err != nil {
 				return err
 			}
+			s.warn(cmd.ErrOrStderr(), nil)
 			if s.relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}
@@ -65,6 +66,11 @@ func migrateCommand() *cobra.Command {
 					return runtimeError{err}
 				}
 				return runtimeError{fmt.Errorf("migrate: %w", err)}
+			}
+			if rep.WALLevel != "logical" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "walrelay: warning: wal_level is %s: walrelay run streams only with wal_level = logical; "+
+					"set it in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL before you start it, "+
+					"or run it with --mode poll, which needs no replication\n", rep.WALLevel)
 			}
 			if dryRun {
 				if notify {

@@ -23,7 +23,7 @@ func TestMigrateTwice(t *testing.T) {
 	if first.code != 0 {
 		t.Fatalf("first migrate: exit code %d\nstdout:\n%s\nstderr:\n%s", first.code, first.stdout, first.stderr)
 	}
-	applied := regexp.MustCompile(`(?m)^applied migration (\d+) \(\S+\.sql\)$`).FindAllStringSubmatch(first.stdout, -1)
+	applied := regexp.MustCompile(`(?m)^applied migration (\d+) \(\S+\.sql, ran \S+\)$`).FindAllStringSubmatch(first.stdout, -1)
 	if len(applied) == 0 {
 		t.Fatalf("first migrate lists no applied migration:\n%s", first.stdout)
 	}

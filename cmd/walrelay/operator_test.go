@@ -26,15 +26,13 @@ func TestStatusAndDeadLetters(t *testing.T) {
 		t.Fatalf("status of a healthy relay: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	var st struct {
-		Slot        string   `json:"slot"`
-		SlotActive  bool     `json:"slot_active"`
-		DeadLetters int64    `json:"dead_letters"`
-		Problems    []string `json:"problems"`
+		statusReport
+		DeadLetters int64 `json:"dead_letters"`
 	}
 	if err := json.Unmarshal([]byte(res.stdout), &st); err != nil {
 		t.Fatalf("status --json is not JSON: %v\n%s", err, res.stdout)
 	}
-	if st.Slot != slot || !st.SlotActive || st.DeadLetters != 0 || len(st.Problems) != 0 {
+	if st.Slot != slot || !st.SlotActive || st.DeadLetters != 0 || len(st.Problems) != 0 || !st.OK {
 		t.Fatalf("status: %+v", st)
 	}
 
@@ -102,5 +100,66 @@ func TestStatusAndDeadLetters(t *testing.T) {
 	if res = run(t, 30*time.Second, env, "dlq", "retry"); res.code != 2 {
 		t.Fatalf("dlq retry without --id or --all: exit %d, want 2", res.code)
 	}
+	relay.stop(10 * time.Second)
+}
+
+// status and dlq read a Debezium-shaped table through the same config file as run:
+// its column settings, or a tables list naming it.
+func TestStatusAndDeadLettersOnDebeziumTable(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.Database(t)
+	broker := testenv.Kafka(t)
+	conn := testenv.Connect(t, dbURL)
+	execFile(t, conn, "debezium_outbox.sql")
+	slot := slotName(t, "")
+	const mapping = "column-aggregate-type: aggregatetype\ncolumn-aggregate-id: aggregateid\ncolumn-event-type: type\ncolumn-created-at: \"\"\n"
+	config := writeFile(t, "walrelay.yaml", "table: outbox\n"+mapping+"slot: "+slot+"\npublication: "+slot+"\n")
+	env := relayEnv(dbURL, broker.ListenAddrs(), "WALRELAY_CONFIG="+config)
+	if res := run(t, time.Minute, env, "migrate"); res.code != 0 {
+		t.Fatalf("migrate: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	relay := startProc(t, "relay", env, "run")
+	waitStreaming(t, conn, slot, relay)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	ctx := context.Background()
+	var id string
+	if err := conn.QueryRow(ctx, `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+		VALUES (gen_random_uuid(), 'order', '7', 'OrderCreated', '{"n": 7}') RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if !consumer.WaitDistinct(time.Minute, 1) {
+		t.Fatal("the row was not published")
+	}
+	if rep := waitStatus(t, time.Minute, 0, env); rep.Slot != slot || !rep.SlotActive {
+		t.Fatalf("status: %+v", rep)
+	}
+
+	// The row becomes a dead letter (published first: any insert is an event).
+	if _, err := conn.Exec(ctx, `UPDATE outbox SET processed_at = NULL, attempts = 10, last_error = 'MESSAGE_TOO_LARGE',
+		dead_lettered_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if rep := status(t, env); rep.ExitCode != 1 || !rep.has("dead_letters") {
+		t.Fatalf("status with a dead letter: %+v, want exit 1 for the dead letter", rep)
+	}
+	listFile := writeFile(t, "tables.yaml", "tables:\n  - table: outbox\n    "+strings.ReplaceAll(strings.TrimSpace(mapping), "\n", "\n    ")+"\n")
+	for name, e := range map[string][]string{"column settings": env, "tables list": relayEnv(dbURL, nil, "WALRELAY_CONFIG="+listFile)} {
+		res := run(t, 30*time.Second, e, "dlq", "list", "--json")
+		var letters []struct {
+			Table string `json:"table"`
+			ID    string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &letters); err != nil || len(letters) != 1 || letters[0].ID != id ||
+			letters[0].Table != "public.outbox" {
+			t.Fatalf("dlq list --json through the %s: exit %d, %v\n%s%s", name, res.code, err, res.stdout, res.stderr)
+		}
+	}
+	if res := run(t, 30*time.Second, env, "dlq", "retry", "--all"); res.code != 0 || !strings.Contains(res.stdout, "reset 1 dead letter(s)") {
+		t.Fatalf("dlq retry: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(id) > 1 }) {
+		t.Fatal("the retried dead letter was not published again")
+	}
+	waitStatus(t, time.Minute, 0, env)
 	relay.stop(10 * time.Second)
 }

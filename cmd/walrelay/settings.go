@@ -24,11 +24,14 @@ import (
 // the command line, WALRELAY_NAME in the environment (upper case, - as _), NAME in
 // the YAML file. Precedence: flags, then environment, then file, then defaults.
 type setting struct {
-	name    string
-	usage   string
-	def     string
-	set     func(string) error
-	boolean bool // --name alone means true
+	name  string
+	usage string
+	def   string
+	set   func(string) error
+	kind  string // kindString when empty; kindBool: --name alone means true
+	// only: registered only by the subcommands that name it (a setting of one
+	// subcommand, which a shared file or environment may still carry).
+	only bool
 }
 
 // settings holds what the subcommands configure and how each value is parsed.
@@ -37,7 +40,11 @@ type settings struct {
 	sinks     sinks.Config
 	logLevel  string
 	logFormat string
+	adminAddr string // status: the relay's HTTP address
 	all       []setting
+	// warnings are what load found odd but not wrong (an unknown WALRELAY_*
+	// variable); the subcommand reports them.
+	warnings []string
 }
 
 func newSettings() *settings {
@@ -48,9 +55,9 @@ func newSettings() *settings {
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
 		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq, redis (streams), sqs or pubsub (Google Pub/Sub)", def: string(b.Kind),
 			set: func(v string) error { b.Kind = sinks.Kind(v); return nil }},
-		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port",
+		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port", kind: kindList,
 			set: func(v string) error { b.Kafka.Brokers = splitList(v); return nil }},
-		{name: "kafka-tls", usage: "connect to Kafka over TLS", def: "false", boolean: true,
+		{name: "kafka-tls", usage: "connect to Kafka over TLS", def: "false", kind: kindBool,
 			set: func(v string) error { return parseBool(v, &b.Kafka.Security.TLS) }},
 		str("kafka-tls-ca-file", "PEM file of the CA that signed the brokers' certificates (default: system roots)", &b.Kafka.Security.CAFile),
 		str("kafka-tls-cert-file", "PEM client certificate, for brokers that require one", &b.Kafka.Security.CertFile),
@@ -61,15 +68,15 @@ func newSettings() *settings {
 			set: func(v string) error { b.Kafka.Security.SASLPassword = v; return nil }},
 		str("nats-url", "NATS server(s) (--sink nats)", &b.NATS.URL),
 		str("nats-stream", "JetStream stream that captures the subjects (--topic-template)", &b.NATS.Stream),
-		{name: "nats-create-stream", usage: "create the stream when missing", def: strconv.FormatBool(b.NATS.CreateStream), boolean: true,
+		{name: "nats-create-stream", usage: "create the stream when missing", def: strconv.FormatBool(b.NATS.CreateStream), kind: kindBool,
 			set: func(v string) error { return parseBool(v, &b.NATS.CreateStream) }},
 		str("rabbitmq-url", "AMQP URL (--sink rabbitmq)", &b.RabbitMQ.URL),
 		str("rabbitmq-exchange-template", "exchange; {aggregate_type} and {event_type} are replaced", &b.RabbitMQ.ExchangeTemplate),
 		str("rabbitmq-routing-key-template", "routing key; {aggregate_type} and {event_type} are replaced", &b.RabbitMQ.RoutingKeyTemplate),
-		{name: "rabbitmq-declare-exchange", usage: "declare exchanges as durable topic exchanges when first used", def: "false", boolean: true,
+		{name: "rabbitmq-declare-exchange", usage: "declare exchanges as durable topic exchanges when first used", def: "false", kind: kindBool,
 			set: func(v string) error { return parseBool(v, &b.RabbitMQ.DeclareExchange) }},
 		str("redis-url", "Redis URL (--sink redis); streams are named by --topic-template", &b.Redis.URL),
-		{name: "redis-max-len", usage: "trim each stream to about this many entries (0: keep all)", def: "0",
+		{name: "redis-max-len", usage: "trim each stream to about this many entries (0: keep all)", def: "0", kind: kindInt,
 			set: func(v string) error { return parseInto(v, &b.Redis.MaxLen) }},
 		dur("redis-dedup-window", "how long an event id is remembered per stream to drop redeliveries", &b.Redis.DedupWindow),
 		str("sqs-region", "AWS region of the SQS queues (--sink sqs; empty: AWS_REGION or the AWS config file); queues are named by --topic-template", &b.SQS.Region),
@@ -85,21 +92,21 @@ func newSettings() *settings {
 		str("column-event-type", "the table's event type column (topic template's {event_type})", &c.Columns.EventType),
 		str("column-payload", "the table's payload column (jsonb, json, text or bytea): the record value", &c.Columns.Payload),
 		str("column-created-at", "the table's creation time column (timestamptz or timestamp; empty: none, the commit time is used)", &c.Columns.CreatedAt),
-		{name: "column-headers", usage: "columns published as record headers, comma-separated column or column:header (e.g. tenant_id:tenant); NULL leaves the header out",
+		{name: "column-headers", usage: "columns published as record headers, comma-separated column or column:header (e.g. tenant_id:tenant); NULL leaves the header out", kind: kindList,
 			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Headers) }},
 		str("column-partition", "column whose value is the Kafka partition of the record (empty: none; NULL: the key hash decides)", &c.Columns.Partition),
 		str("column-trace", "trace context column (W3C traceparent or Debezium's tracingspancontext), read only where the table has it; empty: none", &c.Columns.Trace),
 		str("slot", "logical replication slot name", &c.Slot),
 		str("publication", "publication name (created for the table when missing)", &c.Publication),
 		{name: "slot-failover", usage: "create the slot as a failover slot, so a promoted standby has it (PostgreSQL 17+)",
-			def: strconv.FormatBool(c.SlotFailover), boolean: true, set: func(v string) error { return parseBool(v, &c.SlotFailover) }},
-		str("topic-template", "Kafka topic; {aggregate_type} and {event_type} are replaced", &b.TopicTemplate),
+			def: strconv.FormatBool(c.SlotFailover), kind: kindBool, set: func(v string) error { return parseBool(v, &c.SlotFailover) }},
+		str("topic-template", "where events go: the Kafka topic, NATS subject or Redis stream; {aggregate_type} and {event_type} are replaced "+
+			"(RabbitMQ: --rabbitmq-exchange-template)", &b.TopicTemplate),
 		dur("status-interval", "how soon acked events are confirmed to PostgreSQL", &c.StatusInterval),
 		dur("keepalive-interval", "longest gap between status updates (lowered to wal_sender_timeout/3)", &c.KeepaliveInterval),
 		dur("shutdown-timeout", "how long a stop waits for in-flight acks", &c.ShutdownTimeout),
 		num("max-inflight-events", "events handed to the broker and not yet acked, at most", &c.MaxInFlightEvents),
-		{name: "max-inflight-bytes", usage: "bytes handed to the broker and not yet acked, at most", def: strconv.FormatInt(c.MaxInFlightBytes, 10),
-			set: func(v string) error { return parseInto(v, &c.MaxInFlightBytes) }},
+		size("max-inflight-bytes", "bytes handed to the broker and not yet acked, at most", &c.MaxInFlightBytes),
 		{name: "delivery", usage: "at-least-once, or exactly-once (Kafka transactions; read_committed consumers see each event once)",
 			def: string(c.Delivery), set: func(v string) error { c.Delivery = relay.Delivery(v); return nil }},
 		str("progress-topic", "compacted Kafka topic where exactly-once delivery keeps the stream position", &b.Kafka.ProgressTopic),
@@ -114,14 +121,17 @@ func newSettings() *settings {
 		dur("retry-backoff-min", "first wait before retrying a failed event (doubles each attempt)", &c.Retry.BackoffMin),
 		dur("retry-backoff-max", "longest wait between retries", &c.Retry.BackoffMax),
 		dur("event-timeout", "how long an event may fail with retriable errors before the session restarts (0: never)", &b.Kafka.EventTimeout),
-		num("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),
+		size("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at and at most 3·2^30 xids of age", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
-		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address", def: "false", boolean: true,
+		{name: "admin-url", usage: "status only: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
+			"(empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true,
+			set: func(v string) error { s.adminAddr = v; return nil }},
+		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address", def: "false", kind: kindBool,
 			set: func(v string) error { return parseBool(v, &c.Pprof) }},
 		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),
 		dur("stall-timeout", "lag growing with no confirmed progress for this long marks the relay stalled", &c.StallTimeout),
@@ -147,7 +157,7 @@ func str(name, usage string, p *string) setting {
 }
 
 func dur(name, usage string, p *time.Duration) setting {
-	return setting{name: name, usage: usage, def: p.String(), set: func(v string) error {
+	return setting{name: name, usage: usage, def: p.String(), kind: kindDuration, set: func(v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return fmt.Errorf("want a duration like 100ms or 10s, got %q", v)
@@ -158,12 +168,27 @@ func dur(name, usage string, p *time.Duration) setting {
 }
 
 func num(name, usage string, p *int) setting {
-	return setting{name: name, usage: usage, def: strconv.Itoa(*p), set: func(v string) error {
+	return setting{name: name, usage: usage, def: strconv.Itoa(*p), kind: kindInt, set: func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			return fmt.Errorf("want a whole number, got %q", v)
 		}
 		*p = n
+		return nil
+	}}
+}
+
+// size is a bytes setting: a number of bytes, or one with a unit (64MiB).
+func size[T int | int64](name, usage string, p *T) setting {
+	return setting{name: name, usage: usage, def: formatBytes(int64(*p)), kind: kindBytes, set: func(v string) error {
+		n, err := parseBytes(v)
+		if err != nil {
+			return err
+		}
+		if int64(T(n)) != n {
+			return fmt.Errorf("%q is too large", v)
+		}
+		*p = T(n)
 		return nil
 	}}
 }
@@ -201,9 +226,13 @@ func splitList(v string) []string {
 func (s *settings) register(fs *pflag.FlagSet, names ...string) {
 	fs.String("config", "", "YAML file with settings (keys are the flag names); env WALRELAY_CONFIG")
 	for _, st := range s.all {
-		if len(names) == 0 || contains(names, st.name) {
-			fs.String(st.name, st.def, st.usage+"; env "+envName(st.name))
-			if st.boolean {
+		if len(names) == 0 && !st.only || contains(names, st.name) {
+			kind := st.kind
+			if kind == "" {
+				kind = kindString
+			}
+			fs.Var(&settingValue{text: st.def, kind: kind}, st.name, st.usage+"; env "+envName(st.name))
+			if kind == kindBool {
 				fs.Lookup(st.name).NoOptDefVal = "true"
 			}
 		}
@@ -212,6 +241,7 @@ func (s *settings) register(fs *pflag.FlagSet, names ...string) {
 
 // load applies the file, then the environment, then the flags the user set.
 func (s *settings) load(fs *pflag.FlagSet) error {
+	s.warnings = unknownEnv(os.Environ(), s.names())
 	path, _ := fs.GetString("config")
 	if path == "" {
 		path = os.Getenv("WALRELAY_CONFIG")
@@ -246,39 +276,76 @@ func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {
 	if err != nil {
 		return fmt.Errorf("read config file: %w", err)
 	}
-	var values map[string]any
-	if err := yaml.Unmarshal(data, &values); err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("config file %s: %w", path, yamlLines(err))
 	}
-	for key, raw := range values {
+	if len(doc.Content) == 0 {
+		return nil // empty, or comments only
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return fmt.Errorf("config file %s, line %d: want settings as keys and values (keys are the flag names, e.g. database-url: ...)", path, top.Line)
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		k, v := top.Content[i], top.Content[i+1]
+		key := k.Value
+		at := fmt.Sprintf("config file %s, line %d", path, k.Line)
+		if first, dup := seen[key]; dup {
+			return fmt.Errorf("%s: %s is set twice (first on line %d)", at, key, first)
+		}
+		seen[key] = k.Line
+		var raw any
+		if err := v.Decode(&raw); err != nil {
+			return fmt.Errorf("%s: %s: %w", at, key, err)
+		}
 		if key == "tables" {
 			if fs.Lookup("table") == nil {
 				continue // a subcommand that works on one table
 			}
 			tables, err := parseTables(raw)
 			if err != nil {
-				return fmt.Errorf("config file %s: tables: %w", path, err)
+				return fmt.Errorf("%s: tables: %w", at, err)
 			}
 			s.relay.Tables = tables
 			continue
 		}
-		var st *setting
-		for i := range s.all {
-			if s.all[i].name == key {
-				st = &s.all[i]
-			}
-		}
+		st := s.lookup(key)
 		if st == nil {
-			return fmt.Errorf("config file %s: unknown setting %q (keys are the flag names, e.g. database-url)", path, key)
+			hint := "keys are the flag names, e.g. database-url"
+			if near := nearest(key, append(s.names(), "tables")); near != "" {
+				hint = "did you mean " + near + "?"
+			}
+			return fmt.Errorf("%s: unknown setting %q (%s)", at, key, hint)
 		}
 		if fs.Lookup(key) == nil {
 			continue // a setting of another subcommand: one file serves them all
 		}
 		if err := st.set(yamlString(raw)); err != nil {
-			return fmt.Errorf("config file %s: %s: %w", path, key, err)
+			return fmt.Errorf("%s: %s: %w", at, key, err)
 		}
 	}
 	return nil
+}
+
+// lookup returns the setting called name, or nil.
+func (s *settings) lookup(name string) *setting {
+	for i := range s.all {
+		if s.all[i].name == name {
+			return &s.all[i]
+		}
+	}
+	return nil
+}
+
+// names lists every setting's name and "config".
+func (s *settings) names() []string {
+	names := []string{"config"}
+	for _, st := range s.all {
+		names = append(names, st.name)
+	}
+	return names
 }
 
 // tableKeys are the keys of an entry of the file's tables list.
@@ -400,6 +467,7 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, s.checkSQS(cfg)); err != nil {
 		return cfg, err
 	}
+	s.logStartup(logger, cfg)
 	snk, err := sinks.Open(ctx, s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
 		PollBatch: cfg.PollInFlight()}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
 	cfg.Sink = snk

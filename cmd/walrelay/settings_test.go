@@ -201,3 +201,111 @@ func TestSettingsSQS(t *testing.T) {
 		})
 	}
 }
+
+// A config file's errors name the line they are on: yaml.v3's parser counts its
+// lines from 0 (a flow collection left open on line 2 reads "line 1"); the
+// scanner's and the decoder's, and walrelay's own, are already right.
+func TestConfigFileErrorLines(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, want string
+	}{
+		{"flow mapping open on line 2", "slot: a\nmode: {x\n", "line 2: did not find expected ',' or '}'"},
+		{"flow sequence open on line 3", "slot: a\nmode: poll\ntables: [\n  {table: b}\nkafka-tls: true\n", "line 3: did not find expected ',' or ']'"},
+		{"block mapping broken on line 3", "slot: a\nmode: poll\n- x\n", "line 3: did not find expected key"},
+		{"indentation on line 2 (scanner)", "slot: a\n\tmode: poll\n", "line 2: found a tab character"},
+		{"mapping in a value on line 3 (scanner)", "slot: a\nmode: poll\nslot-failover: x: y\n", "line 3: mapping values are not allowed"},
+		{"unknown key on line 3", "slot: a\n\nslott: b\n", `line 3: unknown setting "slott" (did you mean slot?)`},
+		{"bad value on line 2", "slot: a\nstatus-interval: soon\n", `line 2: status-interval: want a duration`},
+		{"key set twice", "slot: a\nmode: poll\nslot: b\n", "line 3: slot is set twice (first on line 1)"},
+		{"not a map", "- a\n- b\n", "line 1: want settings as keys and values"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "walrelay.yaml")
+			if err := os.WriteFile(file, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s := newSettings()
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			s.register(fs)
+			if err := fs.Parse([]string{"--config", file}); err != nil {
+				t.Fatal(err)
+			}
+			err := s.load(fs)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// An unknown WALRELAY_* variable is a warning naming the nearest setting; known
+// ones, other variables and the test harness's are not.
+func TestUnknownEnvironmentVariables(t *testing.T) {
+	names := newSettings().names()
+	got := unknownEnv([]string{"WALRELAY_SLOT=a", "WALRELAY_KAFKA_BROKER=k:9092", "WALRELAY_CONFIG=f.yaml", "PATH=/bin",
+		"WALRELAY_TEST_DATABASE_URL=x", "WALRELAY_PG_VERSION=17", "WALRELAY_COMPLETELY_DIFFERENT=1", "WALRELAY_ADMIN_URL=http://r:9731"}, names)
+	want := []string{
+		"environment variable WALRELAY_KAFKA_BROKER is not a walrelay setting and is ignored; did you mean WALRELAY_KAFKA_BROKERS?",
+		"environment variable WALRELAY_COMPLETELY_DIFFERENT is not a walrelay setting and is ignored",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("warnings:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+func TestBytesSetting(t *testing.T) {
+	for in, want := range map[string]int64{"1048576": 1 << 20, "64MiB": 64 << 20, "512KiB": 512 << 10, "1MB": 1_000_000,
+		"2GiB": 2 << 30, "10 kB": 10_000, "0": 0, "7B": 7} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "lots", "-1", "1.5MiB", "64mib", "9999999999GiB"} {
+		if _, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q) succeeded; want an error", in)
+		}
+	}
+	for n, want := range map[int64]string{64 << 20: "64MiB", 0: "0", 1000: "1000", 3 << 10: "3KiB", 1<<30 + 1: "1073741825"} {
+		if got := formatBytes(n); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestNearest(t *testing.T) {
+	names := []string{"slot", "publication", "kafka-brokers", "status-interval", "stats-interval"}
+	for in, want := range map[string]string{"slott": "slot", "publicaton": "publication", "kafka-broker": "kafka-brokers",
+		"status-intervall": "status-interval", "xyz": "", "database": ""} {
+		if got := nearest(in, names); got != want {
+			t.Errorf("nearest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// status exits with the code of the most telling problem: the relay's own word, then
+// no relay, then waiting rows, then the rest.
+func TestStatusCode(t *testing.T) {
+	p := func(checks ...relay.Check) []relay.Problem {
+		var ps []relay.Problem
+		for _, c := range checks {
+			ps = append(ps, relay.Problem{Check: c})
+		}
+		return ps
+	}
+	for _, tc := range []struct {
+		problems []relay.Problem
+		want     int
+	}{
+		{nil, 0},
+		{p(relay.CheckDeadLetters), 1},
+		{p(relay.CheckPending, relay.CheckDeadLetters), 5},
+		{p(relay.CheckPending, relay.CheckNotStreamed), 4},
+		{p(relay.CheckNotStreamed, relay.CheckRelayNotReady, relay.CheckPending), 6},
+		{p(relay.CheckDatabase), 3},
+		{p(relay.Check("something new")), 1},
+	} {
+		if got := statusCode(tc.problems); got != tc.want {
+			t.Errorf("statusCode(%v) = %d, want %d", tc.problems, got, tc.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,12 @@ func TestSetupErrorsExit1(t *testing.T) {
 					t.Fatalf("start a wal_level=replica cluster: %v", err)
 				}
 				t.Cleanup(func() { _ = c.Close() })
+				// migrate works on it, and warns what run will need.
+				res := run(t, time.Minute, baseEnv("WALRELAY_DATABASE_URL="+c.URL("postgres")), "migrate")
+				if res.code != 0 || !strings.Contains(res.stderr, "warning: wal_level is replica: walrelay run streams only with "+
+					"wal_level = logical") || !strings.Contains(res.stderr, "--mode poll") {
+					t.Errorf("migrate with wal_level replica: exit %d, want 0 and a warning\n%s%s", res.code, res.stdout, res.stderr)
+				}
 				return c.URL("postgres"), nil
 			},
 			want: []string{"wal_level is replica", "wal_level = logical", "restart"},
@@ -168,4 +175,45 @@ func databaseName(t *testing.T, dbURL string) string {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
+}
+
+// A wrong password is reported as such, first: pgx tries TLS before plain TCP (the
+// default sslmode=prefer), and the server here refuses TLS, so the first attempt pgx
+// lists is a TLS error. Every subcommand that connects says "password authentication
+// failed" before anything else.
+func TestWrongPasswordSaysSo(t *testing.T) {
+	t.Parallel()
+	testenv.Database(t) // skips (or fails under CI) like every test when PostgreSQL is missing
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatalf("start a cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	execSQL(t, c.URL("postgres"), "ALTER ROLE postgres PASSWORD 'right-pw'")
+	hba := "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+	if err := os.WriteFile(filepath.Join(c.Dir(), "data", "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, c.URL("postgres"), "SELECT pg_reload_conf()")
+	wrong := fmt.Sprintf("postgres://postgres:wrong-pw@127.0.0.1:%d/postgres", c.Port()) // sslmode prefer
+	kafka := testenv.Kafka(t)
+	const want = `password authentication failed for user "postgres": check the password`
+	for _, args := range [][]string{{"migrate"}, {"dlq", "list"}, {"run"}} {
+		res := run(t, 30*time.Second, relayEnv(wrong, kafka.ListenAddrs()), args...)
+		if res.code != 1 {
+			t.Errorf("walrelay %s: exit %d, want 1", strings.Join(args, " "), res.code)
+		}
+		if got := lastLine(res.stderr); !strings.HasPrefix(got, "walrelay: "+want) {
+			t.Errorf("walrelay %s: the error does not start with the password: %s", strings.Join(args, " "), got)
+		}
+		if strings.Contains(res.stderr, "wrong-pw") {
+			t.Errorf("walrelay %s shows the password:\n%s", strings.Join(args, " "), res.stderr)
+		}
+	}
+	res := run(t, 30*time.Second, relayEnv(wrong, kafka.ListenAddrs()), "status")
+	if res.code != 3 || !strings.Contains(res.stdout, "problem (database): "+want) {
+		t.Errorf("status: exit %d (want 3)\n%s%s", res.code, res.stdout, res.stderr)
+	}
 }

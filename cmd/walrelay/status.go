@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -11,90 +14,203 @@ import (
 	"github.com/walrelay/walrelay/relay"
 )
 
-// problemsFound makes `status` exit 1 after printing its report.
-type problemsFound int
+// statusCodes are the exit codes of `walrelay status`, per check. When several
+// problems are found the code is that of the first check in statusOrder.
+var statusCodes = map[relay.Check]int{
+	relay.CheckSlot:          1,
+	relay.CheckPublication:   1,
+	relay.CheckDeadLetters:   1,
+	relay.CheckDatabase:      3,
+	relay.CheckNotStreamed:   4,
+	relay.CheckPending:       5,
+	relay.CheckRelayNotReady: 6,
+}
 
-func (p problemsFound) Error() string { return fmt.Sprintf("%d problem(s) found", int(p)) }
+// statusOrder ranks the checks for the exit code, most telling first: the relay's
+// own word, then no relay at all, then rows that wait, then the rest.
+var statusOrder = []relay.Check{relay.CheckDatabase, relay.CheckRelayNotReady, relay.CheckNotStreamed, relay.CheckPending,
+	relay.CheckSlot, relay.CheckPublication, relay.CheckDeadLetters}
+
+// statusFailed ends `walrelay status` with code after it printed its report.
+type statusFailed struct{ code int }
+
+func (e statusFailed) Error() string { return fmt.Sprintf("status: exit code %d", e.code) }
+
+// statusReport is the JSON output: the status, its verdict and the exit code.
+type statusReport struct {
+	*relay.Status
+	OK       bool `json:"ok"`
+	ExitCode int  `json:"exit_code"`
+}
+
+// tableSettings map the outbox table and its columns: every subcommand that reads
+// the table takes them, as run does (a file's tables list too).
+var tableSettings = []string{"table", "column-id", "column-aggregate-type", "column-aggregate-id", "column-event-type",
+	"column-payload", "column-created-at", "column-headers", "column-partition", "column-trace"}
 
 func statusCommand() *cobra.Command {
 	s := newSettings()
-	limits := relay.StatusLimits{StallTimeout: 5 * time.Minute}
+	limits := relay.StatusLimits{MaxPendingAge: 30 * time.Second}
 	var asJSON bool
+	var stallTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Report the slot, publication, pending rows and dead letters; exit 1 when something is wrong",
-		Args:  cobra.NoArgs,
+		Short: "Say whether the outbox is being relayed: slot, relay, pending rows, dead letters; exit non-zero when not",
+		Long: "status reads the slot, the publication and the outbox tables, and asks the relay itself (GET /readyz\n" +
+			"on --admin-url, or on --metrics-addr where the relay serves it). It exits 0 when events are relayed,\n" +
+			"otherwise with the code of the first problem in this list:\n" +
+			"  3  the database cannot be read\n" +
+			"  6  the relay answers that it is not ready (or cannot be reached at --admin-url)\n" +
+			"  4  no relay streams the slot (it does not exist, or no process holds it)\n" +
+			"  5  a pending row is older than --max-pending-age, or a retry is that long overdue\n" +
+			"  1  the slot is lost or was replaced in the last day, the publication is missing, or there are more\n" +
+			"     dead letters than --max-dead-letters\n" +
+			"  2  bad usage or configuration\n" +
+			"It takes the settings run takes (--config, WALRELAY_*, the table and column settings, a file's tables list).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := s.load(cmd.Flags()); err != nil {
 				return err
 			}
+			s.warn(cmd.ErrOrStderr(), nil)
 			if s.relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}
-			st, err := relay.ReadStatus(cmd.Context(), s.relay, limits)
-			if err != nil {
-				return runtimeError{err}
+			if stallTimeout > 0 && !cmd.Flags().Changed("max-pending-age") {
+				limits.MaxPendingAge = stallTimeout
+			}
+			var err error
+			if limits.RelayURL, limits.RelayRequired, err = s.adminURL(); err != nil {
+				return err
 			}
 			out := cmd.OutOrStdout()
+			st, err := relay.ReadStatus(cmd.Context(), s.relay, limits)
+			if err != nil {
+				st = &relay.Status{Slot: s.relay.Slot, Publication: s.relay.Publication,
+					Problems: []relay.Problem{{Check: relay.CheckDatabase, Message: explain(err).Error()}}}
+			}
+			code := statusCode(st.Problems)
 			if asJSON {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(st); err != nil {
+				if err := enc.Encode(statusReport{Status: st, OK: code == 0, ExitCode: code}); err != nil {
 					return runtimeError{err}
 				}
 			} else {
-				printStatus(cmd, st)
+				printStatus(out, st, err == nil)
 			}
-			if len(st.Problems) > 0 {
-				return runtimeError{problemsFound(len(st.Problems))}
+			if code != 0 {
+				return statusFailed{code}
 			}
 			return nil
 		},
 	}
-	s.register(cmd.Flags(), "database-url", "table", "slot", "publication", "mode")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	s.register(cmd.Flags(), append([]string{"database-url", "slot", "publication", "mode", "on-publish", "metrics-addr",
+		"admin-url"}, tableSettings...)...)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (the same checks, with ok and exit_code)")
 	cmd.Flags().Int64Var(&limits.MaxDeadLetters, "max-dead-letters", 0, "more dead letters than this is a problem")
-	cmd.Flags().DurationVar(&limits.StallTimeout, "stall-timeout", limits.StallTimeout,
-		"an active, lagging slot without a status update for this long is stalled")
+	cmd.Flags().DurationVar(&limits.MaxPendingAge, "max-pending-age", limits.MaxPendingAge,
+		"a pending row older than this (or a retry overdue by this much) is a problem; 0: no bound")
+	cmd.Flags().DurationVar(&stallTimeout, "stall-timeout", 0, "the bound on a pending row's age")
+	_ = cmd.Flags().MarkDeprecated("stall-timeout", "use --max-pending-age")
 	return cmd
 }
 
-func printStatus(cmd *cobra.Command, st *relay.Status) {
-	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+// statusCode is the exit code for problems: 0 for none.
+func statusCode(problems []relay.Problem) int {
+	for _, check := range statusOrder {
+		for _, p := range problems {
+			if p.Check == check {
+				return statusCodes[check]
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// adminURL is where status asks the relay: --admin-url (then an unreachable relay
+// is a problem), else the relay's --metrics-addr when set (loopback for a wildcard
+// address; an unreachable relay is only reported), else nowhere.
+func (s *settings) adminURL() (url string, required bool, err error) {
+	if s.adminAddr != "" {
+		u := strings.TrimSuffix(s.adminAddr, "/")
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			u = "http://" + u
+		}
+		return u, true, nil
+	}
+	if s.relay.MetricsAddr == "" {
+		return "", false, nil
+	}
+	host, port, err := net.SplitHostPort(s.relay.MetricsAddr)
+	if err != nil {
+		return "", false, fmt.Errorf("metrics-addr %q: %w", s.relay.MetricsAddr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port), false, nil
+}
+
+func printStatus(w io.Writer, st *relay.Status, read bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	yesNo := map[bool]string{true: "yes", false: "no"}
-	fmt.Fprintf(tw, "slot\t%s (exists: %s, active: %s)\n", st.Slot, yesNo[st.SlotExists], yesNo[st.SlotActive])
-	if st.SlotExists {
-		fmt.Fprintf(tw, "confirmed lsn\t%s\n", st.ConfirmedLSN)
-		fmt.Fprintf(tw, "lag\t%d bytes\n", st.LagBytes)
-		fmt.Fprintf(tw, "wal status\t%s\n", st.WALStatus)
+	ago := func(t time.Time) string {
+		return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), time.Since(t).Round(time.Millisecond))
 	}
-	if st.LastConfirm != nil {
-		fmt.Fprintf(tw, "last confirm\t%s (%s ago)\n", st.LastConfirm.UTC().Format(time.RFC3339),
-			time.Since(*st.LastConfirm).Round(time.Millisecond))
+	if read {
+		fmt.Fprintf(tw, "slot\t%s (exists: %s, streamed: %s)\n", st.Slot, yesNo[st.SlotExists], yesNo[st.SlotActive])
+		if st.SlotExists {
+			fmt.Fprintf(tw, "confirmed lsn\t%s\n", st.ConfirmedLSN)
+			fmt.Fprintf(tw, "lag\t%d bytes\n", st.LagBytes)
+			fmt.Fprintf(tw, "wal status\t%s\n", st.WALStatus)
+		}
+		if st.LastStatusUpdate != nil {
+			fmt.Fprintf(tw, "last status update\t%s\n", ago(*st.LastStatusUpdate))
+		}
+		if st.SlotReplacedAt != nil {
+			fmt.Fprintf(tw, "slot replaced\t%s: %s\n", st.SlotReplacedAt.UTC().Format(time.RFC3339), st.SlotReplacedReason)
+		}
+		if st.PublishedHorizonAt != nil {
+			fmt.Fprintf(tw, "published horizon\t%s\n", ago(*st.PublishedHorizonAt))
+		}
+		fmt.Fprintf(tw, "publication\t%s (exists: %s)\n", st.Publication, yesNo[st.PublicationExists])
+		fmt.Fprintf(tw, "pending rows\t%d (%d retrying)\n", st.PendingRows, st.RetryingRows)
+		fmt.Fprintf(tw, "oldest pending\t%s\n", seconds(st.OldestPendingAge))
+		fmt.Fprintf(tw, "dead letters\t%d\n", st.DeadLetters)
+		if len(st.Tables) > 1 {
+			for _, t := range st.Tables {
+				fmt.Fprintf(tw, "table %s\tpending rows %d (%d retrying), oldest pending %s, dead letters %d\n", t.Table,
+					t.PendingRows, t.RetryingRows, seconds(t.OldestPendingAge), t.DeadLetters)
+			}
+		}
 	}
-	if st.SlotReplacedAt != nil {
-		fmt.Fprintf(tw, "slot replaced\t%s: %s\n", st.SlotReplacedAt.UTC().Format(time.RFC3339), st.SlotReplacedReason)
-	}
-	if st.PublishedHorizonAt != nil {
-		fmt.Fprintf(tw, "published horizon\t%s (%s ago)\n", st.PublishedHorizonAt.UTC().Format(time.RFC3339),
-			time.Since(*st.PublishedHorizonAt).Round(time.Millisecond))
-	}
-	fmt.Fprintf(tw, "publication\t%s (exists: %s)\n", st.Publication, yesNo[st.PublicationExists])
-	fmt.Fprintf(tw, "pending rows\t%d\n", st.PendingRows)
-	fmt.Fprintf(tw, "oldest pending\t%s\n", (time.Duration(st.OldestPendingAge * float64(time.Second))).Round(time.Second))
-	fmt.Fprintf(tw, "dead letters\t%d\n", st.DeadLetters)
-	if len(st.Tables) > 1 {
-		for _, t := range st.Tables {
-			fmt.Fprintf(tw, "table %s\tpending rows %d, oldest pending %s, dead letters %d\n", t.Table, t.PendingRows,
-				(time.Duration(t.OldestPendingAge * float64(time.Second))).Round(time.Second), t.DeadLetters)
+	if h := st.Relay; h != nil {
+		switch {
+		case !h.Reachable:
+			fmt.Fprintf(tw, "relay\t%s: not reachable (%s)\n", h.URL, h.Error)
+		default:
+			fmt.Fprintf(tw, "relay\t%s: %s (ready: %s)\n", h.URL, h.Answer, yesNo[h.Ready])
+			confirmed := "not since it started"
+			if h.EventsConfirmedAt != nil {
+				confirmed = ago(*h.EventsConfirmedAt)
+			}
+			fmt.Fprintf(tw, "events last confirmed\t%s\n", confirmed)
 		}
 	}
 	tw.Flush()
 	if len(st.Problems) == 0 {
-		fmt.Fprintln(cmd.OutOrStdout(), "status: OK")
+		fmt.Fprintln(w, "status: OK")
 		return
 	}
 	for _, p := range st.Problems {
-		fmt.Fprintln(cmd.OutOrStdout(), "problem:", p)
+		fmt.Fprintf(w, "problem (%s): %s\n", p.Check, p.Message)
 	}
+}
+
+func seconds(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Second)
 }

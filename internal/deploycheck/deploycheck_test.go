@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,8 @@ var relayMetrics = map[string][]string{
 	"walrelay_reconnects_total":                    nil,
 	"walrelay_stalled":                             nil,
 	"walrelay_published_horizon_timestamp_seconds": nil,
+	"walrelay_events_confirmed_timestamp_seconds":  nil,
+	"walrelay_build_info":                          {"version", "revision", "goversion"},
 }
 
 // walStatuses are the values of walrelay_slot_wal_status's status label
@@ -231,7 +234,7 @@ func TestAlertRules(t *testing.T) {
 	for _, name := range []string{
 		"OutboxPendingHigh", "OutboxPendingGrowing", "OutboxDeadLetters", "OutboxBatchSlow",
 		"WalrelaySlotLagHigh", "WalrelaySlotWalUnreserved", "WalrelaySlotLost",
-		"WalrelayStalled", "WalrelayPublishedHorizonStuck", "WalrelayDown",
+		"WalrelayStalled", "WalrelayEventsNotConfirmed", "WalrelayPublishedHorizonStuck", "WalrelayDown",
 	} {
 		if _, ok := rules[name]; !ok {
 			t.Errorf("alert %s is missing", name)
@@ -576,6 +579,10 @@ func TestCompose(t *testing.T) {
 	}
 	if !slices.ContainsFunc(w.Ports, func(p string) bool { return strings.HasSuffix(p, ":9731") }) {
 		t.Errorf("walrelay does not publish port 9731 (ports %v)", w.Ports)
+	}
+	// The relay's healthcheck is walrelay status, run without a shell (the image has none).
+	if hc := w.Healthcheck; hc == nil || len(hc.Test) < 3 || !slices.Equal(hc.Test[:3], []string{"CMD", "/walrelay", "status"}) {
+		t.Errorf("walrelay's healthcheck is %+v; want [CMD /walrelay status ...]", hc)
 	}
 
 	// Every file compose bind-mounts exists.
@@ -946,12 +953,6 @@ func needPromtool(t *testing.T) string {
 // stands still, after the threshold and not before. It stays quiet for an idle
 // database, a standby, a relay in another mode and a horizon that moves.
 func TestHorizonAlert(t *testing.T) {
-	promtool := needPromtool(t)
-	const alert = "WalrelayPublishedHorizonStuck"
-	rule, ok := loadAlerts(t)[alert]
-	if !ok {
-		t.Fatalf("alert %s is missing", alert)
-	}
 	// Minute samples over 40 minutes: leader, horizon timestamp (s), published total.
 	relays := []struct{ instance, leader, horizon, published string }{
 		{"stuck", "1x40", "60x40", "0+100x40"},
@@ -962,28 +963,75 @@ func TestHorizonAlert(t *testing.T) {
 	}
 	var series []map[string]string
 	for _, r := range relays {
-		for metric, values := range map[string]string{"walrelay_leader": r.leader,
-			"walrelay_published_horizon_timestamp_seconds": r.horizon, "outbox_events_published_total": r.published} {
-			series = append(series, map[string]string{
-				"series": fmt.Sprintf(`%s{job="walrelay",instance=%q}`, metric, r.instance), "values": values})
-		}
+		series = append(series, relaySeries(r.instance, map[string]string{"walrelay_leader": r.leader,
+			"walrelay_published_horizon_timestamp_seconds": r.horizon, "outbox_events_published_total": r.published})...)
+	}
+	alertTest(t, "WalrelayPublishedHorizonStuck", series, "20m", "25m")
+}
+
+// TestEventsNotConfirmedAlert evaluates WalrelayEventsNotConfirmed: it fires for the
+// leader whose events stay in flight while none is confirmed, also one that has
+// confirmed none since it started, and stays quiet for a relay whose confirmations
+// move, an idle one and a standby.
+func TestEventsNotConfirmedAlert(t *testing.T) {
+	// Minute samples over 10 minutes: leader, events in flight, events confirmed at (s).
+	relays := []struct{ instance, leader, inflight, confirmed string }{
+		{"stuck", "1x10", "5x10", "60x10"},
+		{"never-confirmed", "1x10", "5x10", "0x10"},
+		{"flowing", "1x10", "5x10", "60+60x10"},
+		{"idle", "1x10", "0x10", "60x10"},
+		{"standby", "0x10", "5x10", "60x10"},
+	}
+	var series []map[string]string
+	for _, r := range relays {
+		series = append(series, relaySeries(r.instance, map[string]string{"walrelay_leader": r.leader,
+			"walrelay_inflight_events": r.inflight, "walrelay_events_confirmed_timestamp_seconds": r.confirmed})...)
+	}
+	alertTest(t, "WalrelayEventsNotConfirmed", series, "2m", "4m", "stuck", "never-confirmed")
+}
+
+// relaySeries are promtool input series of one relay instance.
+func relaySeries(instance string, values map[string]string) []map[string]string {
+	var series []map[string]string
+	for _, metric := range slices.Sorted(maps.Keys(values)) {
+		series = append(series, map[string]string{
+			"series": fmt.Sprintf(`%s{job="walrelay",instance=%q}`, metric, instance), "values": values[metric]})
+	}
+	return series
+}
+
+// alertTest runs promtool's rule test for alert over minute samples of series: not
+// firing at quietAt (pending or not at all), firing at firingAt for the instances
+// named (default "stuck") and no other.
+func alertTest(t *testing.T, alert string, series []map[string]string, quietAt, firingAt string, instances ...string) {
+	t.Helper()
+	promtool := needPromtool(t)
+	rule, ok := loadAlerts(t)[alert]
+	if !ok {
+		t.Fatalf("alert %s is missing", alert)
+	}
+	if len(instances) == 0 {
+		instances = []string{"stuck"}
 	}
 	rules, err := filepath.Abs(deployPath("prometheus", "alerts.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	annotations := map[string]string{}
-	for k, v := range rule.Annotations {
-		v = strings.ReplaceAll(v, "{{ $labels.instance }}", "stuck")
-		if strings.Contains(v, "{{") {
-			t.Fatalf("annotation %s uses a template this test does not expand: %s", k, v)
+	var firing []map[string]any
+	for _, instance := range instances {
+		annotations := map[string]string{}
+		for k, v := range rule.Annotations {
+			v = strings.ReplaceAll(v, "{{ $labels.instance }}", instance)
+			if strings.Contains(v, "{{") {
+				t.Fatalf("annotation %s uses a template this test does not expand: %s", k, v)
+			}
+			annotations[k] = v
 		}
-		annotations[k] = v
+		firing = append(firing, map[string]any{
+			"exp_labels":      map[string]string{"severity": rule.Labels["severity"], "job": "walrelay", "instance": instance},
+			"exp_annotations": annotations,
+		})
 	}
-	firing := []map[string]any{{
-		"exp_labels":      map[string]string{"severity": rule.Labels["severity"], "job": "walrelay", "instance": "stuck"},
-		"exp_annotations": annotations,
-	}}
 	tests := map[string]any{
 		"rule_files":          []string{rules},
 		"evaluation_interval": "1m",
@@ -991,8 +1039,8 @@ func TestHorizonAlert(t *testing.T) {
 			"interval":     "1m",
 			"input_series": series,
 			"alert_rule_test": []map[string]any{
-				{"eval_time": "20m", "alertname": alert, "exp_alerts": []any{}}, // pending, not firing yet
-				{"eval_time": "25m", "alertname": alert, "exp_alerts": firing},
+				{"eval_time": quietAt, "alertname": alert, "exp_alerts": []any{}},
+				{"eval_time": firingAt, "alertname": alert, "exp_alerts": firing},
 			},
 		}},
 	}
@@ -1000,7 +1048,7 @@ func TestHorizonAlert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "horizon_test.yml")
+	path := filepath.Join(t.TempDir(), "alert_test.yml")
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)
 	}

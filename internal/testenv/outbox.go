@@ -76,3 +76,24 @@ func CurrentLSN(t testing.TB, conn *pgx.Conn) pglogrepl.LSN {
 	}
 	return lsn
 }
+
+// KeepWriting runs sql on conn every 50ms, to keep the WAL (and a slot's lag)
+// growing, until the returned stop is called; a failing statement ends it.
+func KeepWriting(conn *pgx.Conn, sql string) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := conn.Exec(context.Background(), sql); err != nil {
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}

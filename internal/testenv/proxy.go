@@ -114,3 +114,15 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	delete(p.conns, src)
 	p.mu.Unlock()
 }
+
+// FreeAddr returns a loopback address no one listens on now (for a server the test
+// starts itself, such as a relay's metrics listener).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/walrelay/walrelay/internal/backoff"
@@ -169,4 +171,34 @@ func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, r
 			return nil, errors.Join(ctx.Err(), err)
 		}
 	}
+}
+
+// Addresses are where the selected broker is reached, for logs: Kafka's brokers, or
+// the other brokers' URLs with any password removed.
+func (c Config) Addresses() []string {
+	switch c.Kind {
+	case Kafka:
+		return c.Kafka.Brokers
+	case NATS:
+		return redactURLs(strings.Split(c.NATS.URL, ","))
+	case RabbitMQ:
+		return redactURLs([]string{c.RabbitMQ.URL})
+	case Redis:
+		return redactURLs([]string{c.Redis.URL})
+	}
+	return nil
+}
+
+// redactURLs drops the password of each URL; one that does not parse becomes "(invalid URL)".
+func redactURLs(urls []string) []string {
+	out := make([]string, 0, len(urls))
+	for _, raw := range urls {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil {
+			out = append(out, "(invalid URL)")
+			continue
+		}
+		out = append(out, u.Redacted())
+	}
+	return out
 }

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/internal/buildinfo"
+	"github.com/walrelay/walrelay/relay"
+)
+
+// logStartup logs the one line that says what this run is and where it reads and
+// publishes, before any connection is opened. It carries no password.
+func (s *settings) logStartup(logger *slog.Logger, cfg relay.Config) {
+	b := buildinfo.Read()
+	tables := make([]string, 0, len(cfg.OutboxTables()))
+	for _, t := range cfg.OutboxTables() {
+		tables = append(tables, t.Table)
+	}
+	args := []any{"version", b.Version, "revision", b.Revision, "mode", string(cfg.Mode),
+		"on_publish", string(cfg.OnPublishMode()), "delivery", string(cfg.Delivery),
+		"sink", string(s.sinks.Kind), "brokers", s.sinks.Addresses(), "database", databaseAddr(cfg.DatabaseURL)}
+	if cfg.Mode != relay.ModePoll {
+		args = append(args, "slot", cfg.Slot, "publication", cfg.Publication)
+	}
+	args = append(args, "tables", tables)
+	logger.Info("walrelay starting", args...)
+}
+
+// databaseAddr is the database URL's host:port/database, without user or password.
+func databaseAddr(dbURL string) string {
+	cfg, err := pgconn.ParseConfig(dbURL)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))) + "/" + cfg.Database
+}

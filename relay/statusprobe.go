@@ -1,0 +1,101 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RelayHealth is what a running relay says of itself over HTTP (http.go).
+type RelayHealth struct {
+	URL       string `json:"url"`
+	Reachable bool   `json:"reachable"`
+	// Ready: /readyz answered 200. Answer is its body, the reason it gives.
+	Ready  bool   `json:"ready"`
+	Answer string `json:"answer,omitempty"`
+	Error  string `json:"error,omitempty"` // why it could not be asked
+	// EventsConfirmedAt is when its confirmed LSN last moved past a transaction with
+	// events (walrelay_events_confirmed_timestamp_seconds); nil: not since it started.
+	EventsConfirmedAt *time.Time `json:"events_confirmed_at,omitempty"`
+}
+
+// probeTimeout bounds each request to the relay.
+const probeTimeout = 3 * time.Second
+
+// probeRelay asks the relay at base (http://host:port) for /readyz and reads the
+// time of its last event confirmation from /metrics. Where the metrics name other
+// slots and not slot, another relay answers there: it is reported unreachable, not
+// taken for this slot's.
+func probeRelay(ctx context.Context, base, slot string) *RelayHealth {
+	h := &RelayHealth{URL: strings.TrimSuffix(base, "/")}
+	code, body, err := get(ctx, h.URL+"/readyz")
+	if err != nil {
+		h.Error = err.Error()
+		return h
+	}
+	metrics := ""
+	if c, b, err := get(ctx, h.URL+"/metrics"); err == nil && c == http.StatusOK {
+		metrics = b
+	}
+	slots, confirmed := scanMetrics(metrics)
+	if len(slots) > 0 && !slots[slot] {
+		h.Error = fmt.Sprintf("the relay there streams another slot (%s), not %s", strings.Join(slices.Sorted(maps.Keys(slots)), ", "), slot)
+		return h
+	}
+	h.Reachable = true
+	h.Ready = code == http.StatusOK
+	h.Answer = strings.TrimSpace(body)
+	if h.Answer == "" {
+		h.Answer = strconv.Itoa(code) + " " + http.StatusText(code)
+	}
+	if confirmed > 0 {
+		at := time.Unix(0, int64(confirmed*float64(time.Second))).UTC()
+		h.EventsConfirmedAt = &at
+	}
+	return h
+}
+
+// get fetches url and returns its status code and the start of its body.
+func get(ctx context.Context, url string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, string(b), err
+}
+
+// scanMetrics reads, from the text exposition format, the slots of
+// walrelay_slot_active and the value of walrelay_events_confirmed_timestamp_seconds.
+func scanMetrics(text string) (slots map[string]bool, confirmed float64) {
+	slots = map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, `walrelay_slot_active{slot="`); ok {
+			if name, _, ok := strings.Cut(rest, `"`); ok {
+				slots[name] = true
+			}
+		}
+		if rest, ok := strings.CutPrefix(line, "walrelay_events_confirmed_timestamp_seconds "); ok {
+			confirmed, _ = strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		}
+	}
+	return slots, confirmed
+}
