@@ -71,7 +71,7 @@ func TestXidWideningAtHighXidAges(t *testing.T) {
 		}
 		cfg := relay.DefaultConfig()
 		cfg.DatabaseURL, cfg.Slot = dbURL, "xid_age"
-		st, err := relay.ReadStatus(ctx, cfg, relay.StatusLimits{StallTimeout: time.Minute})
+		st, err := relay.ReadStatus(ctx, cfg, relay.StatusLimits{})
 		if err != nil {
 			t.Fatal(err)
 		}
