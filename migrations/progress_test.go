@@ -23,7 +23,7 @@ func TestMigrateReportsStepsAndIndexProgress(t *testing.T) {
 	}
 
 	conn := testenv.Connect(t, dbURL)
-	if _, err := conn.Exec(ctx, `DROP INDEX idx_outbox_handed_over;
+	if _, err := conn.Exec(ctx, `DROP INDEX idx_outbox_events_handed_over;
 		INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', '1', 'created', '{}');
 		ANALYZE outbox_events`); err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestMigrateReportsStepsAndIndexProgress(t *testing.T) {
 			ProgressEvery: 50 * time.Millisecond})
 		done <- err
 	}()
-	progress := regexp.MustCompile(`(?m)^  building index idx_outbox_handed_over: waiting for writers before build; waited for 0 of 1 transactions$`)
+	progress := regexp.MustCompile(`(?m)^  building index idx_outbox_events_handed_over: waiting for writers before build; waited for 0 of 1 transactions$`)
 	if !testenv.Eventually(30*time.Second, func() bool { return progress.MatchString(buf.String()) }) {
 		t.Fatalf("no progress line while the build waits for the writer:\n%s", buf.String())
 	}
@@ -55,10 +55,10 @@ func TestMigrateReportsStepsAndIndexProgress(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("migrate: %v\n%s", err, buf.String())
 	}
-	if !regexp.MustCompile(`(?m)^ran CREATE INDEX CONCURRENTLY IF NOT EXISTS "idx_outbox_handed_over" .* \([0-9.]+(ms|s)\)$`).MatchString(buf.String()) {
+	if !regexp.MustCompile(`(?m)^ran CREATE INDEX CONCURRENTLY IF NOT EXISTS "idx_outbox_events_handed_over" .* \([0-9.]+(ms|s)\)$`).MatchString(buf.String()) {
 		t.Errorf("migrate does not say how long the index build took:\n%s", buf.String())
 	}
-	if exists, valid := indexValid(t, dbURL, "idx_outbox_handed_over"); !exists || !valid {
-		t.Errorf("idx_outbox_handed_over: exists %t, valid %t", exists, valid)
+	if exists, valid := indexValid(t, dbURL, "idx_outbox_events_handed_over"); !exists || !valid {
+		t.Errorf("idx_outbox_events_handed_over: exists %t, valid %t", exists, valid)
 	}
 }
