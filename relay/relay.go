@@ -39,6 +39,7 @@ type Relay struct {
 	standby        atomic.Bool // waiting for another instance to release the slot
 	lostLeadership atomic.Bool // the last replication session ended because the lock's connection died
 	eoHandOver     sync.Map    // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
+	pause          replication.Pause
 
 	// tables are the outbox tables, their shapes read by checkTable at the start of
 	// Run; shape is the first one's.
@@ -94,6 +95,10 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r.metrics = m
+	if cfg.StartPaused {
+		r.pause.Pause()
+		m.paused.Set(1)
+	}
 	return r, nil
 }
 
@@ -118,6 +123,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		r.log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
 		g.Go(func() error { return r.serveHTTP(gctx, ln) })
+	}
+	if r.pause.Paused() {
+		r.log.Info("starting paused (--start-paused): nothing is read or published until resumed (walrelay resume, POST /resume)")
 	}
 	if err := r.waitForBroker(ctx, snk); err != nil {
 		return g.Wait() // ctx ended while waiting
@@ -222,6 +230,7 @@ func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.P
 				r.active.Store(false)
 			}
 		},
+		Paused: r.pause.Paused,
 	})
 }
 

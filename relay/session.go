@@ -115,5 +115,6 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		},
 		BeforeConfirm: func(ctx context.Context) error { return watch.Check(ctx, conn) },
 		Messages:      r.cfg.MessagePrefix != "",
+		Pause:         &r.pause,
 	}, wm, h)
 }
