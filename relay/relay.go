@@ -40,6 +40,9 @@ type Relay struct {
 	lostLeadership atomic.Bool // the last replication session ended because the lock's connection died
 	eoHandOver     sync.Map    // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
 	pause          replication.Pause
+	deadLetters    atomic.Pointer[DeadLetters] // set once the tables are checked: the admin API's /dlq
+	// eventsConfirmedAt is walrelay_events_confirmed_timestamp_seconds, for GET /status.
+	eventsConfirmedAt atomic.Pointer[time.Time]
 
 	// tables are the outbox tables, their shapes read by checkTable at the start of
 	// Run; shape is the first one's.
@@ -121,7 +124,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listen for metrics on %s (choose another --metrics-addr): %w", r.cfg.MetricsAddr, err)
 		}
-		r.log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+		r.log.Info("serving /metrics, /healthz and /readyz, and the admin API", "addr", ln.Addr().String())
 		g.Go(func() error { return r.serveHTTP(gctx, ln) })
 	}
 	if r.pause.Paused() {
@@ -148,9 +151,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		stores[i] = poller.NewStore(pool, t.shape, r.cfg.Retry)
 	}
 	r.stores = make(map[string]*poller.Store, len(stores))
+	dl := &DeadLetters{}
 	for i, t := range r.tables {
 		r.stores[t.name] = stores[i]
+		dl.tables = append(dl.tables, deadLetterTable{t.name, stores[i]})
 	}
+	r.deadLetters.Store(dl)
 	bk := poller.NewBookkeeperTables(stores, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
 	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
