@@ -49,7 +49,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 	})
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(runCommand(), migrateCommand(), statusCommand(), pauseCommand(), resumeCommand(), dlqCommand(), demoCommand(),
+	root.AddCommand(runCommand(), migrateCommand(), statusCommand(), pauseCommand(), resumeCommand(), replayCommand(), dlqCommand(), demoCommand(),
 		importDebeziumCommand(),
 		versionCommand())
 	root.SetFlagErrorFunc(flagError)
