@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
@@ -12,7 +13,7 @@ import (
 )
 
 // The admin API shares the metrics listener: GET /status, POST /pause and /resume,
-// GET /dlq and POST /dlq/retry. On a loopback address it is open unless a token is
+// GET /dlq, POST /dlq/retry, POST /replay and GET /replay/ID. On a loopback address it is open unless a token is
 // set; on any other address it needs AdminToken, and without one it is off (403)
 // rather than open to the network (docs/operations.md).
 
@@ -27,7 +28,7 @@ const (
 )
 
 // adminHandlers registers the admin API on mux for a listener at addr.
-func (r *Relay) adminHandlers(mux *http.ServeMux, addr net.Addr) {
+func (r *Relay) adminHandlers(ctx context.Context, mux *http.ServeMux, addr net.Addr) {
 	guard := adminGuard(r.cfg.AdminToken, addr, r.log)
 	mux.Handle("GET /status", guard(http.HandlerFunc(r.serveStatus)))
 	mux.Handle("POST /pause", guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -38,6 +39,8 @@ func (r *Relay) adminHandlers(mux *http.ServeMux, addr net.Addr) {
 	})))
 	mux.Handle("GET /dlq", guard(http.HandlerFunc(r.serveDeadLetters)))
 	mux.Handle("POST /dlq/retry", guard(http.HandlerFunc(r.serveRetry)))
+	mux.Handle("POST /replay", guard(r.serveReplay(ctx)))
+	mux.Handle("GET /replay/{id}", guard(http.HandlerFunc(r.serveReplayProgress)))
 }
 
 // pauseAnswer is what POST /pause and /resume answer: the state now, and whether

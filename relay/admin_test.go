@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/relay"
 )
 
 // adminCall sends method to url with token (none when empty) and body, and returns
@@ -72,6 +73,7 @@ func TestAdminAPIAuthAndEndpoints(t *testing.T) {
 	for _, ep := range []struct{ method, path, body string }{
 		{"GET", "/status", ""}, {"POST", "/pause", ""}, {"POST", "/resume", ""},
 		{"GET", "/dlq", ""}, {"POST", "/dlq/retry", `{"all": true}`},
+		{"POST", "/replay", `{"dry_run": true}`}, {"GET", "/replay/any", ""},
 	} {
 		for _, tok := range []string{"", "wrong-token"} {
 			if code, body := adminCall(t, ep.method, base+ep.path, tok, ep.body); code != http.StatusUnauthorized {
@@ -158,6 +160,46 @@ func TestAdminAPIAuthAndEndpoints(t *testing.T) {
 	code, body = adminCall(t, "GET", base+"/dlq", token, "")
 	if err := json.Unmarshal(body, &p1); err != nil || len(p1.DeadLetters) != 1 || p1.DeadLetters[0].ID != evs[1].ID {
 		t.Fatalf("GET /dlq after the retry: %d %s; want only %s", code, body, evs[1].ID)
+	}
+
+	// A replay through the API: a job id, whose progress ends done with every event
+	// sent, and records that carry its replay header.
+	if code, body := adminCall(t, "POST", base+"/replay", token, `{"since": "not a time"}`); code != http.StatusBadRequest {
+		t.Errorf("POST /replay with a bad since: %d %s, want 400", code, body)
+	}
+	code, body = adminCall(t, "POST", base+"/replay", token, `{"event_type": "order.created", "since": "1h", "rate": 1000}`)
+	var job struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &job); code != http.StatusAccepted || err != nil || job.ID == "" {
+		t.Fatalf("POST /replay: %d %s (%v), want 202 with an id", code, body, err)
+	}
+	var pr struct {
+		Total, Sent int64
+		Done        bool
+		Error       string
+	}
+	waitFor(t, 30*time.Second, "the replay to finish", func() bool {
+		code, body = adminCall(t, "GET", base+"/replay/"+job.ID, token, "")
+		return code == http.StatusOK && json.Unmarshal(body, &pr) == nil && pr.Done
+	})
+	if pr.Total != 3 || pr.Sent != 3 || pr.Error != "" {
+		t.Fatalf("GET /replay/%s = %s; want 3 of 3 sent, no error", job.ID, body)
+	}
+	replayed := func() int {
+		n := 0
+		for _, rec := range consumer.Records {
+			if testenv.Header(rec, relay.ReplayHeader) == job.ID {
+				n++
+			}
+		}
+		return n
+	}
+	if !consumer.WaitFor(time.Minute, func() bool { return replayed() == 3 }) {
+		t.Fatalf("consumed %d records of replay %s, want 3", replayed(), job.ID)
+	}
+	if code, _ := adminCall(t, "GET", base+"/replay/unknown", token, ""); code != http.StatusNotFound {
+		t.Errorf("GET /replay/unknown: %d, want 404", code)
 	}
 }
 

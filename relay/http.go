@@ -26,7 +26,7 @@ func (r *Relay) serveHTTP(ctx context.Context, ln net.Listener) error {
 		}
 		fmt.Fprintln(w, why)
 	})
-	r.adminHandlers(mux, ln.Addr())
+	r.adminHandlers(ctx, mux, ln.Addr())
 	if r.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

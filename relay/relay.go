@@ -40,6 +40,7 @@ type Relay struct {
 	lostLeadership atomic.Bool // the last replication session ended because the lock's connection died
 	eoHandOver     sync.Map    // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
 	pause          replication.Pause
+	replays        replayJobs
 	deadLetters    atomic.Pointer[DeadLetters] // set once the tables are checked: the admin API's /dlq
 	// eventsConfirmedAt is walrelay_events_confirmed_timestamp_seconds, for GET /status.
 	eventsConfirmedAt atomic.Pointer[time.Time]

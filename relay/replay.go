@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -45,6 +47,9 @@ type ReplayOptions struct {
 	DryRun bool
 	// Rate bounds the events published per second (0: as fast as the sink takes them).
 	Rate float64
+	// MaxInFlight bounds the events handed to the sink and not yet settled (0: the
+	// configuration's MaxInFlightEvents).
+	MaxInFlight int
 	// OnProgress, when set, is called at most every ProgressInterval (0: 5s) while the
 	// replay runs, and once at the end.
 	OnProgress       func(ReplayProgress)
@@ -67,6 +72,28 @@ type ReplayProgress struct {
 	Done      bool      `json:"done"`
 	DryRun    bool      `json:"dry_run,omitempty"`
 	Error     string    `json:"error,omitempty"`
+}
+
+// ParseReplayTime reads a replay's --since or --until: a time (RFC 3339), or a
+// duration before now.
+func ParseReplayTime(name, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%s: want a time like 2026-01-02T15:04:05Z or a duration before now like 2h, got %q", name, v)
+}
+
+// NewReplayID names a replay: the value of its records' ReplayHeader.
+func NewReplayID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
 }
 
 // replayBatch is how many rows one statement of a replay reads: replays read in
@@ -130,7 +157,11 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg Config, 
 	if opts.DryRun {
 		return p.finish(nil)
 	}
-	p.window = make(chan struct{}, max(cfg.MaxInFlightEvents, 1))
+	inFlight := opts.MaxInFlight
+	if inFlight <= 0 {
+		inFlight = cfg.MaxInFlightEvents
+	}
+	p.window = make(chan struct{}, max(inFlight, 1))
 	for _, t := range tables {
 		if err := p.table(ctx, pool, snk, t); err != nil {
 			p.wait()

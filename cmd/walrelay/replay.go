@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -40,10 +38,10 @@ func replayCommand() *cobra.Command {
 			s.warn(cmd.ErrOrStderr(), nil)
 			now := time.Now()
 			var err error
-			if f.Since, err = replayTime("--since", since, now); err != nil {
+			if f.Since, err = relay.ParseReplayTime("--since", since, now); err != nil {
 				return err
 			}
-			if f.Until, err = replayTime("--until", until, now); err != nil {
+			if f.Until, err = relay.ParseReplayTime("--until", until, now); err != nil {
 				return err
 			}
 			if rate < 0 {
@@ -64,7 +62,7 @@ func replayCommand() *cobra.Command {
 				return fmt.Errorf("database url: %w", err)
 			}
 			defer pool.Close()
-			opts := relay.ReplayOptions{Filter: f, ID: newReplayID(), DryRun: dryRun, Rate: rate}
+			opts := relay.ReplayOptions{Filter: f, ID: relay.NewReplayID(), DryRun: dryRun, Rate: rate}
 			cfg := s.relay
 			if !dryRun {
 				if err := s.sinks.Validate(); err != nil {
@@ -104,27 +102,6 @@ func replayCommand() *cobra.Command {
 	fl.BoolVar(&dryRun, "dry-run", false, "count the events a replay would publish, and publish nothing")
 	fl.Float64Var(&rate, "rate", 0, "publish at most this many events per second (0: no limit)")
 	return cmd
-}
-
-// replayTime parses --since or --until: a time, or a duration before now.
-func replayTime(flag, v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("%s: want a time like 2026-01-02T15:04:05Z or a duration before now like 2h, got %q", flag, v)
-}
-
-// newReplayID names a replay: the value of its records' replay header.
-func newReplayID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
 }
 
 // progressPrinter shows a replay's progress: a bar redrawn in place on a terminal,
