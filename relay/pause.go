@@ -1,5 +1,10 @@
 package relay
 
+import (
+	"context"
+	"time"
+)
+
 // Pause stops the relay at the stream's next message boundary: it reads and
 // publishes nothing, the poller included, and keeps the replication connection and
 // the slot with standby status updates. Events already handed to the broker still
@@ -24,6 +29,21 @@ func (r *Relay) Resume() bool {
 	r.metrics.paused.Set(0)
 	r.log.Info("resumed", "slot", r.cfg.Slot)
 	return true
+}
+
+// waitResumed returns at once when the relay runs, and otherwise logs why it waits
+// and returns once resumed, or with ctx's error.
+func (r *Relay) waitResumed(ctx context.Context, why string) error {
+	if !r.pause.Paused() {
+		return nil
+	}
+	r.log.Info("paused: "+why, "slot", r.cfg.Slot)
+	for !r.pause.Wait(ctx, time.Now().Add(time.Minute)) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // Paused reports whether the relay is paused.

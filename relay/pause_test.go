@@ -171,3 +171,42 @@ func writeFive(ctx context.Context, conn *pgx.Conn, n int) ([]string, error) {
 	}
 	return ids, tx.Commit(ctx)
 }
+
+// A relay started paused publishes nothing until resumed, not even the catch-up
+// pass of the slot it creates, then publishes every event, once: those committed
+// before the slot (through the pass) and those after (through the stream).
+func TestStartPaused(t *testing.T) {
+	t.Parallel()
+	dbURL, broker, conn := outboxWithBroker(t)
+	before := testenv.WriteTx(t, conn, aggregates("sp", 3), "order.created", 20, false)
+	reg := prometheus.NewRegistry()
+	addr := freeAddr(t)
+	rn := start(t, dbURL, broker, "startpaused", func(c *config) {
+		c.Registry, c.MetricsAddr, c.StartPaused = reg, addr, true
+	})
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	waitHTTP(t, "http://"+addr+"/readyz", http.StatusServiceUnavailable, "paused")
+	if got := gaugeValue(t, reg, "walrelay_paused"); got != 1 {
+		t.Fatalf("walrelay_paused = %v when started paused, want 1", got)
+	}
+	if !rn.waitLog(time.Minute, "paused: the catch-up pass waits for the resume") {
+		t.Fatal("the new slot's catch-up pass did not wait for the resume")
+	}
+	after := testenv.WriteTx(t, conn, aggregates("sp", 3), "order.updated", 20, false)
+	// An observation window, not a synchronisation: a relay that publishes would have
+	// done so within it many times over.
+	consumer.WaitFor(2*time.Second, func() bool { return false })
+	if n := len(consumer.Records); n != 0 {
+		t.Fatalf("a relay started paused published %d records", n)
+	}
+	rn.relay.Resume()
+	all := append(before, after...)
+	if !consumer.WaitDistinct(time.Minute, len(all)) {
+		t.Fatalf("delivered %d of %d after the resume", consumer.Distinct(), len(all))
+	}
+	for _, ev := range all {
+		if n := consumer.Count(ev.ID); n != 1 {
+			t.Errorf("event %s delivered %d times, want once", ev.ID, n)
+		}
+	}
+}
