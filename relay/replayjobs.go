@@ -84,11 +84,6 @@ func (r *Relay) serveReplay(ctx context.Context) http.HandlerFunc {
 			writeJSON(w, http.StatusBadRequest, adminError{"rate: want 0 (no limit) or a positive number of events per second"})
 			return
 		}
-		if r.cfg.Delivery == ExactlyOnce {
-			writeJSON(w, http.StatusConflict, adminError{"cannot replay through a relay with exactly-once delivery (its producer is transactional); " +
-				"run walrelay replay, which publishes at least once"})
-			return
-		}
 		if err := CheckReplay(r.cfg, f, now); err != nil {
 			writeJSON(w, http.StatusConflict, adminError{err.Error()})
 			return
