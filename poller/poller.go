@@ -49,6 +49,9 @@ type Config struct {
 	// OnBatch is called after each committed poll, OnError after a failed one.
 	OnBatch func(BatchResult)
 	OnError func(error)
+	// Paused, when set and true, holds polling: a paused relay publishes nothing.
+	// Checked before each poll, so a pause takes effect within Interval.
+	Paused func() bool
 }
 
 // Poller publishes rows selected with FOR UPDATE SKIP LOCKED. Several pollers, in one
@@ -168,6 +171,12 @@ func (p *Poller) Run(ctx context.Context) error {
 func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan struct{}) {
 	retry := backoff.New(p.cfg.Interval, 30*time.Second)
 	for {
+		if p.cfg.Paused != nil && p.cfg.Paused() {
+			if !sleepOrWake(ctx, p.cfg.Interval, wake) {
+				return
+			}
+			continue
+		}
 		res, err := p.Poll(ctx)
 		if ctx.Err() != nil {
 			return
@@ -200,6 +209,19 @@ func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan stru
 		}
 		timer.Stop()
 	}
+}
+
+// sleepOrWake waits d or until woken, and reports false when ctx ended.
+func sleepOrWake(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+	case <-timer.C:
+	}
+	return true
 }
 
 // listen wakes every worker on each NOTIFY; without the trigger it simply never

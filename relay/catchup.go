@@ -27,6 +27,11 @@ import (
 // the pass as created_at: a row's commit time is not in the table.
 func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *poller.Bookkeeper, snapshot string,
 	at pglogrepl.LSN, tables []*table) (int, error) {
+	// A paused relay publishes nothing, a pass included: it waits for the resume
+	// before it takes its snapshot's rows.
+	if err := r.waitResumed(ctx, "the catch-up pass waits for the resume"); err != nil {
+		return 0, err
+	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return 0, errorf("begin snapshot transaction", err)

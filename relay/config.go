@@ -96,6 +96,12 @@ type Config struct {
 	MetricsAddr string
 	// Pprof also serves Go's profiler under /debug/pprof/ on MetricsAddr.
 	Pprof bool
+	// AdminToken is the bearer token the admin API on MetricsAddr asks for. Without
+	// one the API answers on a loopback address only (docs/operations.md).
+	AdminToken string
+	// StartPaused starts the relay paused: it connects and holds the slot but reads
+	// and publishes nothing until resumed (Relay.Resume, POST /resume).
+	StartPaused bool
 	// Registry receives the relay's metrics; nil: a registry of the relay's own, with
 	// Go runtime and process collectors. Wrap a shared one with
 	// prometheus.WrapRegistererWith to run several relays.

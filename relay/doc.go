@@ -62,6 +62,17 @@
 //     row for the poller and a malformed one a dead-letter row, committed before the
 //     LSN passes them (message.go).
 //
+//   - Pause (Relay.Pause, Config.StartPaused, POST /pause): nothing is read or
+//     published, the stream stops at a message boundary and keeps sending status
+//     updates, so the session survives wal_sender_timeout; Resume reads on from the
+//     next message, so nothing is skipped or repeated (pause.go).
+//
+//   - Replay (Replay, POST /replay) reads rows and writes nothing: the slot and the
+//     rows' bookkeeping are left as they are; its records carry ReplayHeader.
+//
+// The admin API (admin.go) shares the metrics listener and needs AdminToken on any
+// address but loopback.
+//
 // Not guaranteed: a table-less event committed before the slot existed, or while a
 // lost slot was replaced, is not published (no row for the catch-up pass);
 // exactly-once for events the poller retries or the catch-up pass

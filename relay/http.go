@@ -26,6 +26,7 @@ func (r *Relay) serveHTTP(ctx context.Context, ln net.Listener) error {
 		}
 		fmt.Fprintln(w, why)
 	})
+	r.adminHandlers(ctx, mux, ln.Addr())
 	if r.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -48,6 +49,8 @@ func (r *Relay) serveHTTP(ctx context.Context, ln net.Listener) error {
 // Ready reports whether the relay is connected and moving events, and why not.
 func (r *Relay) Ready() (bool, string) {
 	switch {
+	case r.pause.Paused():
+		return false, "paused: resume with walrelay resume or POST /resume"
 	case r.stalled.Load():
 		return false, "stalled: slot lag grows while the confirmed LSN does not move"
 	case r.standby.Load():

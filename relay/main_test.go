@@ -30,6 +30,7 @@ type running struct {
 	cancel context.CancelFunc
 	done   chan error
 	logs   *logBuffer
+	relay  *relay.Relay
 }
 
 // outboxWithBroker is a migrated database of the test's own, a broker and a
@@ -80,7 +81,7 @@ func startWithBrokers(t *testing.T, dbURL string, brokers []string, slot string,
 		t.Fatalf("relay.New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &running{t: t, cancel: cancel, done: make(chan error, 1), logs: logs}
+	rn := &running{t: t, cancel: cancel, done: make(chan error, 1), logs: logs, relay: r}
 	go func() { rn.done <- r.Run(ctx) }()
 	t.Cleanup(func() {
 		rn.stop()

@@ -24,6 +24,7 @@ type metrics struct {
 	reconnects    prometheus.Counter
 	slotsReplaced prometheus.Counter
 	stalled       prometheus.Gauge
+	paused        prometheus.Gauge
 	// horizonRecorded is when --on-publish progress last recorded a published horizon.
 	horizonRecorded prometheus.Gauge
 	// eventsConfirmed is when the confirmed LSN last moved past a transaction with
@@ -72,6 +73,8 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_slots_replaced_total", Help: "Slots found lost or missing and created again (with a catch-up pass)."}),
 		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_stalled", Help: "1 when slot lag grows while the confirmed LSN has not moved for the stall timeout."}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_paused", Help: "1 while the relay is paused: it reads and publishes nothing, and keeps the slot."}),
 		horizonRecorded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_published_horizon_timestamp_seconds",
 			Help: "Unix time this relay last moved the published horizon (--on-publish progress) forward."}),
@@ -92,7 +95,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 	}
 	build := buildinfo.Read()
 	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.commitToAck, m.confirmedLSN,
-		m.lastConfirm, m.eventsConfirmed, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
+		m.lastConfirm, m.eventsConfirmed, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.paused, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
 		m.slotWALStatus, m.slotActive, m.tableWaiting, m.tableDead,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "outbox_events_pending", Help: "Rows waiting for the poller plus events received and not yet acked.",

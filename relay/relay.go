@@ -39,6 +39,11 @@ type Relay struct {
 	standby        atomic.Bool // waiting for another instance to release the slot
 	lostLeadership atomic.Bool // the last replication session ended because the lock's connection died
 	eoHandOver     sync.Map    // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
+	pause          replication.Pause
+	replays        replayJobs
+	deadLetters    atomic.Pointer[DeadLetters] // set once the tables are checked: the admin API's /dlq
+	// eventsConfirmedAt is walrelay_events_confirmed_timestamp_seconds, for GET /status.
+	eventsConfirmedAt atomic.Pointer[time.Time]
 
 	// tables are the outbox tables, their shapes read by checkTable at the start of
 	// Run; shape is the first one's.
@@ -94,6 +99,10 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r.metrics = m
+	if cfg.StartPaused {
+		r.pause.Pause()
+		m.paused.Set(1)
+	}
 	return r, nil
 }
 
@@ -116,8 +125,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listen for metrics on %s (choose another --metrics-addr): %w", r.cfg.MetricsAddr, err)
 		}
-		r.log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+		r.log.Info("serving /metrics, /healthz and /readyz, and the admin API", "addr", ln.Addr().String())
 		g.Go(func() error { return r.serveHTTP(gctx, ln) })
+	}
+	if r.pause.Paused() {
+		r.log.Info("starting paused (--start-paused): nothing is read or published until resumed (walrelay resume, POST /resume)")
 	}
 	if err := r.waitForBroker(ctx, snk); err != nil {
 		return g.Wait() // ctx ended while waiting
@@ -140,9 +152,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		stores[i] = poller.NewStore(pool, t.shape, r.cfg.Retry)
 	}
 	r.stores = make(map[string]*poller.Store, len(stores))
+	dl := &DeadLetters{}
 	for i, t := range r.tables {
 		r.stores[t.name] = stores[i]
+		dl.tables = append(dl.tables, deadLetterTable{t.name, stores[i]})
 	}
+	r.deadLetters.Store(dl)
 	bk := poller.NewBookkeeperTables(stores, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
 	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
@@ -222,6 +237,7 @@ func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.P
 				r.active.Store(false)
 			}
 		},
+		Paused: r.pause.Paused,
 	})
 }
 

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 
@@ -108,6 +109,8 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 			if e := wm.EventsSettled(); e > eventsConfirmed && e <= lsn {
 				eventsConfirmed = e
 				r.metrics.eventsConfirmed.SetToCurrentTime()
+				now := time.Now().UTC()
+				r.eventsConfirmedAt.Store(&now)
 			}
 			if rec != nil {
 				rec.confirmed(lsn)
@@ -115,5 +118,6 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		},
 		BeforeConfirm: func(ctx context.Context) error { return watch.Check(ctx, conn) },
 		Messages:      r.cfg.MessagePrefix != "",
+		Pause:         &r.pause,
 	}, wm, h)
 }

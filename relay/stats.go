@@ -28,6 +28,10 @@ func (r *Relay) stats(ctx context.Context, pool *pgxpool.Pool) error {
 			case ctx.Err() != nil:
 			case err != nil:
 				r.log.Warn("reading slot stats failed", "slot", r.cfg.Slot, "err", err)
+			case r.pause.Paused():
+				// Lag grows by choice while paused; the stall clock starts at the resume.
+				lastLSN, lastLag, lastMove = lsn, lag, time.Now()
+				r.stalled.Store(false)
 			case lsn != lastLSN || lag <= lastLag && lag < 1<<20:
 				lastLSN, lastLag, lastMove = lsn, lag, time.Now()
 				if r.stalled.Swap(false) {

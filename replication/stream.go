@@ -49,6 +49,9 @@ type StreamConfig struct {
 	// Messages asks pgoutput for logical decoding messages too (messages 'true',
 	// PostgreSQL 14 and later): the table-less outbox's events.
 	Messages bool
+	// Pause, when set, holds reading while it is paused; status updates go on.
+	// A stop reads on to the end of an open transaction paused or not.
+	Pause *Pause
 }
 
 // Stream starts replication from the slot's confirmed position and feeds h until ctx
@@ -161,6 +164,11 @@ func (s *stream) run(ctx context.Context) error {
 				nextStatus = clock.Add(s.cfg.StatusInterval)
 			}
 			want = s.batch.deadline(clock, nextStatus)
+		}
+		if s.cfg.Pause != nil && stopBy.IsZero() && s.cfg.Pause.Paused() {
+			s.cfg.Pause.Wait(live, nextStatus)
+			sinceClock = clockEvery // the clock moved: status updates are due on time
+			continue
 		}
 		if s.wm.window.Full() {
 			s.warnIfStuck()

@@ -3,15 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/poller"
-	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/relay"
 )
 
 func dlqCommand() *cobra.Command {
@@ -25,15 +23,9 @@ func dlqCommand() *cobra.Command {
 	return cmd
 }
 
-// tableStore is one outbox table's books.
-type tableStore struct {
-	name string // schema-qualified
-	*poller.Store
-}
-
-// withStores loads the settings and opens a store per outbox table (one, or the
-// file's tables list) for one dlq subcommand.
-func withStores(cmd *cobra.Command, s *settings, fn func([]tableStore) error) error {
+// withDeadLetters loads the settings and opens the dead letters of the outbox
+// tables (one, or the file's tables list) for one dlq subcommand.
+func withDeadLetters(cmd *cobra.Command, s *settings, fn func(*relay.DeadLetters) error) error {
 	if err := s.load(cmd.Flags()); err != nil {
 		return err
 	}
@@ -46,37 +38,14 @@ func withStores(cmd *cobra.Command, s *settings, fn func([]tableStore) error) er
 		return fmt.Errorf("database url: %w", err)
 	}
 	defer pool.Close()
-	var stores []tableStore
-	for _, t := range s.relay.OutboxTables() {
-		shape, err := replication.DescribeTable(cmd.Context(), pool, t.Table, t.Columns)
-		if err != nil {
-			return runtimeError{err}
-		}
-		stores = append(stores, tableStore{shape.Qualified(), poller.NewStore(pool, shape, s.relay.Retry)})
+	dl, err := relay.OpenDeadLetters(cmd.Context(), pool, s.relay)
+	if err != nil {
+		return runtimeError{err}
 	}
-	if err := fn(stores); err != nil {
+	if err := fn(dl); err != nil {
 		return runtimeError{err}
 	}
 	return nil
-}
-
-// sumTables runs fn on every table and adds up the rows it changed.
-func sumTables(stores []tableStore, fn func(tableStore) (int64, error)) (int64, error) {
-	var n int64
-	for _, st := range stores {
-		changed, err := fn(st)
-		if err != nil {
-			return n, fmt.Errorf("table %s: %w", st.name, err)
-		}
-		n += changed
-	}
-	return n, nil
-}
-
-// tableLetter is a dead letter with the table it is in.
-type tableLetter struct {
-	Table string `json:"table"`
-	poller.DeadLetter
 }
 
 func dlqList() *cobra.Command {
@@ -91,19 +60,11 @@ func dlqList() *cobra.Command {
 			if limit <= 0 {
 				return fmt.Errorf("--limit must be positive")
 			}
-			return withStores(cmd, s, func(stores []tableStore) error {
-				letters := []tableLetter{}
-				for _, st := range stores {
-					some, err := st.DeadLetters(cmd.Context(), limit)
-					if err != nil {
-						return err
-					}
-					for _, d := range some {
-						letters = append(letters, tableLetter{st.name, d})
-					}
+			return withDeadLetters(cmd, s, func(dl *relay.DeadLetters) error {
+				letters, _, err := dl.List(cmd.Context(), 0, limit)
+				if err != nil {
+					return err
 				}
-				sort.SliceStable(letters, func(i, j int) bool { return letters[i].CreatedAt.Before(letters[j].CreatedAt) })
-				letters = letters[:min(len(letters), limit)]
 				out := cmd.OutOrStdout()
 				if asJSON {
 					enc := json.NewEncoder(out)
@@ -140,8 +101,8 @@ func dlqRetry() *cobra.Command {
 			if (len(ids) == 0) == !all {
 				return fmt.Errorf("give either --id (one or more) or --all")
 			}
-			return withStores(cmd, s, func(stores []tableStore) error {
-				n, err := sumTables(stores, func(st tableStore) (int64, error) { return st.RetryDeadLetters(cmd.Context(), ids, all) })
+			return withDeadLetters(cmd, s, func(dl *relay.DeadLetters) error {
+				n, err := dl.Retry(cmd.Context(), ids, all)
 				if err != nil {
 					return err
 				}
@@ -171,8 +132,8 @@ func dlqPurge() *cobra.Command {
 			if olderThan < 0 {
 				return fmt.Errorf("--older-than must be positive")
 			}
-			return withStores(cmd, s, func(stores []tableStore) error {
-				n, err := sumTables(stores, func(st tableStore) (int64, error) { return st.PurgeDeadLetters(cmd.Context(), ids, olderThan) })
+			return withDeadLetters(cmd, s, func(dl *relay.DeadLetters) error {
+				n, err := dl.Purge(cmd.Context(), ids, olderThan)
 				if err != nil {
 					return err
 				}

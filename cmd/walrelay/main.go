@@ -49,7 +49,8 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 	})
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(runCommand(), migrateCommand(), statusCommand(), dlqCommand(), demoCommand(), importDebeziumCommand(),
+	root.AddCommand(runCommand(), migrateCommand(), statusCommand(), pauseCommand(), resumeCommand(), replayCommand(), dlqCommand(), demoCommand(),
+		importDebeziumCommand(),
 		versionCommand())
 	root.SetFlagErrorFunc(flagError)
 	var withUsageArgs func(*cobra.Command)

@@ -128,9 +128,13 @@ func newSettings() *settings {
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at and at most 3·2^30 xids of age", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
-		{name: "admin-url", usage: "status only: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
+		{name: "admin-url", usage: "status, pause and resume: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
 			"(empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true,
 			set: func(v string) error { s.adminAddr = v; return nil }},
+		{name: "start-paused", usage: "start paused: hold the slot, read and publish nothing until resumed (walrelay resume, POST /resume)",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &c.StartPaused) }},
+		str("admin-token", "bearer token the admin API on the metrics address asks for (prefer the environment or the file); "+
+			"required for the admin API on a non-loopback address", &c.AdminToken),
 		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address", def: "false", kind: kindBool,
 			set: func(v string) error { return parseBool(v, &c.Pprof) }},
 		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),

@@ -305,8 +305,8 @@ func TestStatusCode(t *testing.T) {
 		{p(relay.CheckDatabase), 3},
 		{p(relay.Check("something new")), 1},
 	} {
-		if got := statusCode(tc.problems); got != tc.want {
-			t.Errorf("statusCode(%v) = %d, want %d", tc.problems, got, tc.want)
+		if got := relay.StatusExitCode(tc.problems); got != tc.want {
+			t.Errorf("StatusExitCode(%v) = %d, want %d", tc.problems, got, tc.want)
 		}
 	}
 }

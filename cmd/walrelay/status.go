@@ -14,34 +14,10 @@ import (
 	"github.com/walrelay/walrelay/relay"
 )
 
-// statusCodes are the exit codes of `walrelay status`, per check. When several
-// problems are found the code is that of the first check in statusOrder.
-var statusCodes = map[relay.Check]int{
-	relay.CheckSlot:          1,
-	relay.CheckPublication:   1,
-	relay.CheckDeadLetters:   1,
-	relay.CheckDatabase:      3,
-	relay.CheckNotStreamed:   4,
-	relay.CheckPending:       5,
-	relay.CheckRelayNotReady: 6,
-}
-
-// statusOrder ranks the checks for the exit code, most telling first: the relay's
-// own word, then no relay at all, then rows that wait, then the rest.
-var statusOrder = []relay.Check{relay.CheckDatabase, relay.CheckRelayNotReady, relay.CheckNotStreamed, relay.CheckPending,
-	relay.CheckSlot, relay.CheckPublication, relay.CheckDeadLetters}
-
 // statusFailed ends `walrelay status` with code after it printed its report.
 type statusFailed struct{ code int }
 
 func (e statusFailed) Error() string { return fmt.Sprintf("status: exit code %d", e.code) }
-
-// statusReport is the JSON output: the status, its verdict and the exit code.
-type statusReport struct {
-	*relay.Status
-	OK       bool `json:"ok"`
-	ExitCode int  `json:"exit_code"`
-}
 
 // tableSettings map the outbox table and its columns: every subcommand that reads
 // the table takes them, as run does (a file's tables list too).
@@ -89,11 +65,11 @@ func statusCommand() *cobra.Command {
 				st = &relay.Status{Slot: s.relay.Slot, Publication: s.relay.Publication,
 					Problems: []relay.Problem{{Check: relay.CheckDatabase, Message: explain(err).Error()}}}
 			}
-			code := statusCode(st.Problems)
+			code := relay.StatusExitCode(st.Problems)
 			if asJSON {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(statusReport{Status: st, OK: code == 0, ExitCode: code}); err != nil {
+				if err := enc.Encode(relay.NewStatusReport(st)); err != nil {
 					return runtimeError{err}
 				}
 			} else {
@@ -114,21 +90,6 @@ func statusCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&stallTimeout, "stall-timeout", 0, "the bound on a pending row's age")
 	_ = cmd.Flags().MarkDeprecated("stall-timeout", "use --max-pending-age")
 	return cmd
-}
-
-// statusCode is the exit code for problems: 0 for none.
-func statusCode(problems []relay.Problem) int {
-	for _, check := range statusOrder {
-		for _, p := range problems {
-			if p.Check == check {
-				return statusCodes[check]
-			}
-		}
-	}
-	if len(problems) > 0 {
-		return 1
-	}
-	return 0
 }
 
 // adminURL is where status asks the relay: --admin-url (then an unreachable relay

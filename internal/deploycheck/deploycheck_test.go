@@ -42,6 +42,7 @@ var relayMetrics = map[string][]string{
 	"walrelay_leader":                              nil,
 	"walrelay_reconnects_total":                    nil,
 	"walrelay_stalled":                             nil,
+	"walrelay_paused":                              nil,
 	"walrelay_published_horizon_timestamp_seconds": nil,
 	"walrelay_events_confirmed_timestamp_seconds":  nil,
 	"walrelay_build_info":                          {"version", "revision", "goversion"},

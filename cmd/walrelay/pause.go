@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// adminTimeout bounds one request to the relay's admin API.
+const adminTimeout = 10 * time.Second
+
+func pauseCommand() *cobra.Command {
+	return pauseResumeCommand("pause", "Pause a running relay: it holds its slot and reads and publishes nothing until resumed",
+		"pause asks the relay at --admin-url (else its --metrics-addr) to pause (POST /pause). A paused relay\n"+
+			"keeps its replication connection alive; the slot keeps WAL meanwhile. A restart ends the pause\n"+
+			"unless the relay runs with --start-paused.")
+}
+
+func resumeCommand() *cobra.Command {
+	return pauseResumeCommand("resume", "Resume a paused relay: it reads on where it stopped",
+		"resume asks the relay at --admin-url (else its --metrics-addr) to resume (POST /resume).")
+}
+
+func pauseResumeCommand(verb, short, long string) *cobra.Command {
+	s := newSettings()
+	cmd := &cobra.Command{
+		Use:   verb,
+		Short: short,
+		Long:  long + "\nSend --admin-token (WALRELAY_ADMIN_TOKEN) when the relay has one.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := s.load(cmd.Flags()); err != nil {
+				return err
+			}
+			s.warn(cmd.ErrOrStderr(), nil)
+			base, _, err := s.adminURL()
+			if err != nil {
+				return err
+			}
+			if base == "" {
+				return fmt.Errorf("where is the relay? give --admin-url (e.g. http://127.0.0.1:9731) or the relay's --metrics-addr")
+			}
+			var answer struct {
+				Paused  bool   `json:"paused"`
+				Changed bool   `json:"changed"`
+				Error   string `json:"error"`
+			}
+			if err := adminPost(cmd.Context(), base+"/"+verb, s.relay.AdminToken, &answer); err != nil {
+				return runtimeError{err}
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case verb == "pause" && answer.Changed:
+				fmt.Fprintf(out, "paused the relay at %s\n", base)
+			case verb == "pause":
+				fmt.Fprintf(out, "the relay at %s was paused already\n", base)
+			case answer.Changed:
+				fmt.Fprintf(out, "resumed the relay at %s\n", base)
+			default:
+				fmt.Fprintf(out, "the relay at %s was running already\n", base)
+			}
+			return nil
+		},
+	}
+	s.register(cmd.Flags(), "admin-url", "admin-token", "metrics-addr")
+	return cmd
+}
+
+// adminPost POSTs to the admin API at url with token as the bearer token (when set)
+// and decodes the JSON answer into v; an answer other than 200 is an error naming
+// what the relay said.
+func adminPost(ctx context.Context, url, token string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return fmt.Errorf("admin url %s: %w", url, err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the relay (is it running, and is --admin-url right?): %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("read the relay's answer from %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		msg := strings.TrimSpace(string(body))
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return fmt.Errorf("the relay at %s answered %s: %s", url, resp.Status, msg)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("the relay at %s answered what is not the admin API's JSON (another server there?): %w", url, err)
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package relay
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The admin API shares the metrics listener: GET /status, POST /pause and /resume,
+// GET /dlq, POST /dlq/retry, POST /replay and GET /replay/ID. On a loopback address it is open unless a token is
+// set; on any other address it needs AdminToken, and without one it is off (403)
+// rather than open to the network (docs/operations.md).
+
+// adminStatusLimits are GET /status's bounds when the request names none: those of
+// `walrelay status`.
+var adminStatusLimits = StatusLimits{MaxPendingAge: 30 * time.Second}
+
+// dlqPageLimit is GET /dlq's page size when the request names none, and its largest.
+const (
+	dlqPageLimit    = 100
+	dlqPageLimitMax = 1000
+)
+
+// adminHandlers registers the admin API on mux for a listener at addr.
+func (r *Relay) adminHandlers(ctx context.Context, mux *http.ServeMux, addr net.Addr) {
+	guard := adminGuard(r.cfg.AdminToken, addr, r.log)
+	mux.Handle("GET /status", guard(http.HandlerFunc(r.serveStatus)))
+	mux.Handle("POST /pause", guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, pauseAnswer{Paused: true, Changed: r.Pause()})
+	})))
+	mux.Handle("POST /resume", guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, pauseAnswer{Paused: false, Changed: r.Resume()})
+	})))
+	mux.Handle("GET /dlq", guard(http.HandlerFunc(r.serveDeadLetters)))
+	mux.Handle("POST /dlq/retry", guard(http.HandlerFunc(r.serveRetry)))
+	mux.Handle("POST /replay", guard(r.serveReplay(ctx)))
+	mux.Handle("GET /replay/{id}", guard(http.HandlerFunc(r.serveReplayProgress)))
+}
+
+// pauseAnswer is what POST /pause and /resume answer: the state now, and whether
+// the request changed it.
+type pauseAnswer struct {
+	Paused  bool `json:"paused"`
+	Changed bool `json:"changed"`
+}
+
+// adminError is the body of every admin API error.
+type adminError struct {
+	Error string `json:"error"`
+}
+
+// adminGuard returns the middleware that lets a request through to the admin API:
+// with a token set, one that carries it as a bearer token; without, any on a
+// loopback listener and none on another.
+func adminGuard(token string, addr net.Addr, log *slog.Logger) func(http.Handler) http.Handler {
+	if token == "" && !isLoopback(addr) {
+		log.Warn("admin API off: the metrics address is not loopback and no admin token is set; "+
+			"set --admin-token (WALRELAY_ADMIN_TOKEN) to use /status, /pause, /resume and /dlq here", "addr", addr.String())
+		return func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				writeJSON(w, http.StatusForbidden, adminError{"the admin API is off on a non-loopback address without a token: " +
+					"start the relay with --admin-token (WALRELAY_ADMIN_TOKEN), or on a loopback --metrics-addr"})
+			})
+		}
+	}
+	if token == "" {
+		return func(h http.Handler) http.Handler { return h }
+	}
+	want := []byte("Bearer " + token)
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			got := []byte(req.Header.Get("Authorization"))
+			if subtle.ConstantTimeCompare(got, want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="walrelay"`)
+				writeJSON(w, http.StatusUnauthorized, adminError{"missing or wrong bearer token: send Authorization: Bearer <the relay's --admin-token>"})
+				return
+			}
+			h.ServeHTTP(w, req)
+		})
+	}
+}
+
+// isLoopback reports whether addr is a loopback address only.
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// serveStatus answers what `walrelay status --json` prints, with the relay's own
+// readiness in place of asking it over HTTP. max_pending_age and max_dead_letters
+// set the bounds as status's flags do.
+func (r *Relay) serveStatus(w http.ResponseWriter, req *http.Request) {
+	limits := adminStatusLimits
+	q := req.URL.Query()
+	if v := q.Get("max_pending_age"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeJSON(w, http.StatusBadRequest, adminError{"max_pending_age: want a duration like 30s, got " + strconv.Quote(v)})
+			return
+		}
+		limits.MaxPendingAge = d
+	}
+	if v := q.Get("max_dead_letters"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeJSON(w, http.StatusBadRequest, adminError{"max_dead_letters: want a whole number >= 0, got " + strconv.Quote(v)})
+			return
+		}
+		limits.MaxDeadLetters = n
+	}
+	st, err := ReadStatus(req.Context(), r.cfg, limits)
+	if err != nil {
+		st = &Status{Slot: r.cfg.Slot, Publication: r.cfg.Publication,
+			Problems: []Problem{{Check: CheckDatabase, Message: err.Error()}}}
+	}
+	st.Relay = r.health()
+	if !st.Relay.Ready {
+		st.problem(CheckRelayNotReady, "the relay is not ready: %s", st.Relay.Answer)
+	}
+	writeJSON(w, http.StatusOK, NewStatusReport(st))
+}
+
+// health is what the relay says of itself: /readyz's answer and when it last
+// confirmed events.
+func (r *Relay) health() *RelayHealth {
+	ready, why := r.Ready()
+	h := &RelayHealth{URL: "self", Reachable: true, Ready: ready, Answer: why}
+	if at := r.eventsConfirmedAt.Load(); at != nil {
+		h.EventsConfirmedAt = at
+	}
+	return h
+}
+
+// deadLetterPage is GET /dlq's answer.
+type deadLetterPage struct {
+	DeadLetters []TableDeadLetter `json:"dead_letters"`
+	Offset      int               `json:"offset"`
+	Limit       int               `json:"limit"`
+	// NextOffset is the offset of the next page; absent on the last.
+	NextOffset *int `json:"next_offset,omitempty"`
+}
+
+// serveDeadLetters lists dead letters with their last error, oldest first, a page
+// at a time: ?offset=N&limit=M (limit 100 by default, at most 1000).
+func (r *Relay) serveDeadLetters(w http.ResponseWriter, req *http.Request) {
+	dl := r.deadLetters.Load()
+	if dl == nil {
+		writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not checked its outbox tables yet; ask again shortly"})
+		return
+	}
+	q := req.URL.Query()
+	offset, ok := queryInt(w, q.Get("offset"), "offset", 0, 0, -1)
+	if !ok {
+		return
+	}
+	limit, ok := queryInt(w, q.Get("limit"), "limit", dlqPageLimit, 1, dlqPageLimitMax)
+	if !ok {
+		return
+	}
+	letters, more, err := dl.List(req.Context(), offset, limit)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, adminError{err.Error()})
+		return
+	}
+	page := deadLetterPage{DeadLetters: letters, Offset: offset, Limit: limit}
+	if more {
+		next := offset + len(letters)
+		page.NextOffset = &next
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// retryRequest is POST /dlq/retry's body: ids, or all.
+type retryRequest struct {
+	IDs []string `json:"ids"`
+	All bool     `json:"all"`
+}
+
+// serveRetry gives dead letters a fresh set of attempts, as `walrelay dlq retry` does.
+func (r *Relay) serveRetry(w http.ResponseWriter, req *http.Request) {
+	dl := r.deadLetters.Load()
+	if dl == nil {
+		writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not checked its outbox tables yet; ask again shortly"})
+		return
+	}
+	var body retryRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, adminError{`want a JSON body {"ids": ["..."]} or {"all": true}: ` + err.Error()})
+		return
+	}
+	if (len(body.IDs) == 0) == !body.All {
+		writeJSON(w, http.StatusBadRequest, adminError{`give either "ids" (one or more) or "all": true`})
+		return
+	}
+	n, err := dl.Retry(req.Context(), body.IDs, body.All)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, adminError{err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int64{"reset": n})
+}
+
+// queryInt parses a query parameter within [lo, hi] (hi < 0: no upper bound),
+// answering 400 itself when it is not.
+func queryInt(w http.ResponseWriter, v, name string, def, lo, hi int) (int, bool) {
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < lo || hi >= 0 && n > hi {
+		bound := ""
+		if hi >= 0 {
+			bound = " and <= " + strconv.Itoa(hi)
+		}
+		writeJSON(w, http.StatusBadRequest, adminError{name + ": want a whole number >= " + strconv.Itoa(lo) + bound + ", got " + strconv.Quote(v)})
+		return 0, false
+	}
+	return n, true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

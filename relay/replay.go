@@ -1,0 +1,408 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/sink"
+)
+
+// ReplayHeader marks a replayed record; its value is the replay's id. The record is
+// otherwise the stream's, id header included, so consumers that deduplicate on the
+// id drop what they already have (docs/operations.md, Replay).
+const ReplayHeader = "walrelay_replay"
+
+// ReplayFilter selects the outbox rows a replay publishes again. Empty fields do
+// not filter; a row must match every field that is set.
+type ReplayFilter struct {
+	// Since and Until bound the rows' creation time, Since included, Until not.
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until,omitzero"`
+
+	AggregateType string   `json:"aggregate_type,omitempty"`
+	AggregateID   string   `json:"aggregate_id,omitempty"`
+	EventType     string   `json:"event_type,omitempty"`
+	IDs           []string `json:"ids,omitempty"`
+}
+
+// ReplayOptions tune a replay.
+type ReplayOptions struct {
+	Filter ReplayFilter
+	// ID names the replay: the value of ReplayHeader on its records.
+	ID string
+	// DryRun counts the rows and publishes nothing.
+	DryRun bool
+	// Rate bounds the events published per second (0: as fast as the sink takes them).
+	Rate float64
+	// MaxInFlight bounds the events handed to the sink and not yet settled (0: the
+	// configuration's MaxInFlightEvents).
+	MaxInFlight int
+	// OnProgress, when set, is called at most every ProgressInterval (0: 5s) while the
+	// replay runs, and once at the end.
+	OnProgress       func(ReplayProgress)
+	ProgressInterval time.Duration
+}
+
+// ReplayProgress is how far a replay got.
+type ReplayProgress struct {
+	ID string `json:"id"`
+	// Total is the number of matching rows counted at the start; rows written since
+	// that match are replayed too, so Sent may pass it.
+	Total  int64 `json:"total"`
+	Sent   int64 `json:"sent"`   // acknowledged by the broker
+	Failed int64 `json:"failed"` // refused by the broker after the sink's own retries
+	// Skipped rows can never be events (a NULL id or column): the relay dead-letters them.
+	Skipped   int64     `json:"skipped"`
+	Rate      float64   `json:"events_per_second"`
+	ETA       string    `json:"eta,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	Done      bool      `json:"done"`
+	DryRun    bool      `json:"dry_run,omitempty"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// ParseReplayTime reads a replay's --since or --until: a time (RFC 3339), or a
+// duration before now.
+func ParseReplayTime(name, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%s: want a time like 2026-01-02T15:04:05Z or a duration before now like 2h, got %q", name, v)
+}
+
+// NewReplayID names a replay: the value of its records' ReplayHeader.
+func NewReplayID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+}
+
+// replayBatch is how many rows one statement of a replay reads: replays read in
+// short statements, so none holds a snapshot (and with --on-publish progress the
+// published horizon) back for the replay's length.
+const replayBatch = 1000
+
+// CheckReplay says up front whether the rows a replay asks for can still be in the
+// table: not with --on-publish delete, and not before the retention horizon.
+func CheckReplay(cfg Config, f ReplayFilter, now time.Time) error {
+	switch cfg.OnPublishMode() {
+	case poller.Delete:
+		return errors.New("cannot replay: with --on-publish delete every published row is deleted, so the events are gone " +
+			"from the table; replay needs --on-publish progress (the default) or mark, which keep rows for --retention")
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return fmt.Errorf("cannot replay: --until %s is not after --since %s", f.Until.UTC().Format(time.RFC3339), f.Since.UTC().Format(time.RFC3339))
+	}
+	if cfg.Retention > 0 && !f.Since.IsZero() {
+		if horizon := now.Add(-cfg.Retention); f.Since.Before(horizon) {
+			return fmt.Errorf("cannot replay from %s: rows older than --retention %s (before %s) are deleted; "+
+				"give a --since after %s, or leave it out to replay what is kept",
+				f.Since.UTC().Format(time.RFC3339), cfg.Retention, horizon.UTC().Format(time.RFC3339), horizon.UTC().Format(time.RFC3339))
+		}
+	}
+	for _, t := range cfg.OutboxTables() {
+		if t.Columns.CreatedAt == "" && (!f.Since.IsZero() || !f.Until.IsZero()) {
+			return fmt.Errorf("cannot replay by time: table %s has no creation-time column (column-created-at is empty); "+
+				"filter by aggregate, event type or ids instead", t.Table)
+		}
+	}
+	return nil
+}
+
+// Replay publishes again, through snk, the outbox rows of cfg's tables that match
+// opts.Filter, oldest first, as the stream publishes them plus ReplayHeader. It
+// reads the table and writes nothing: the slot, and pending rows' bookkeeping, are
+// left as they are. It returns the final progress; an error when the rows cannot be
+// read or some events failed.
+func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg Config, opts ReplayOptions) (ReplayProgress, error) {
+	started := time.Now()
+	p := &replayRun{opts: opts, progress: ReplayProgress{ID: opts.ID, StartedAt: started.UTC(), DryRun: opts.DryRun}}
+	if err := CheckReplay(cfg, opts.Filter, started); err != nil {
+		return p.finish(err)
+	}
+	var tables []replayTable
+	for _, tc := range cfg.OutboxTables() {
+		shape, err := replication.DescribeTable(ctx, pool, tc.Table, tc.Columns)
+		if err != nil {
+			return p.finish(err)
+		}
+		rt := replayTable{shape: shape, topic: tc.TopicTemplate}
+		rt.where, rt.args = replayWhere(shape, opts.Filter)
+		var n int64
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+shape.Ident()+" WHERE "+rt.where, rt.args...).Scan(&n); err != nil {
+			return p.finish(fmt.Errorf("count the rows to replay in %s: %w", shape.Qualified(), err))
+		}
+		p.progress.Total += n
+		tables = append(tables, rt)
+	}
+	if opts.DryRun {
+		return p.finish(nil)
+	}
+	inFlight := opts.MaxInFlight
+	if inFlight <= 0 {
+		inFlight = cfg.MaxInFlightEvents
+	}
+	p.window = make(chan struct{}, max(inFlight, 1))
+	for _, t := range tables {
+		if err := p.table(ctx, pool, snk, t); err != nil {
+			p.wait()
+			return p.finish(err)
+		}
+	}
+	p.wait()
+	if err := snk.Flush(ctx); err != nil {
+		return p.finish(fmt.Errorf("flush the replayed events: %w", err))
+	}
+	if f := p.failed.Load(); f > 0 {
+		return p.finish(fmt.Errorf("%d of the replayed events failed (last: %v); run the replay again for them, "+
+			"by --id or the same filters", f, p.lastErr.Load()))
+	}
+	return p.finish(nil)
+}
+
+// replayTable is one outbox table's part of a replay.
+type replayTable struct {
+	shape outbox.Shape
+	topic string
+	where string
+	args  []any
+}
+
+// replayRun is one replay under way.
+type replayRun struct {
+	opts     ReplayOptions
+	progress ReplayProgress
+	window   chan struct{} // a slot per event in flight
+	inFlight sync.WaitGroup
+	sent     atomic.Int64
+	failed   atomic.Int64
+	skipped  atomic.Int64
+	lastErr  atomic.Value // string: the last failure
+	// handed counts the events handed to the sink, for the rate; lastReport is when
+	// OnProgress was last called. The replaying goroutine's alone, as is paceFrom.
+	handed     int64
+	paceFrom   time.Time // when the first event was handed over: the rate counts from there
+	lastReport time.Time
+}
+
+// table replays one table, a batch per statement, in keyset order: creation time,
+// then id.
+func (p *replayRun) table(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, t replayTable) error {
+	key := replayKey(t.shape)
+	hasTime := t.shape.Columns.CreatedAt != ""
+	var after []any // the last row's key; nil before the first batch
+	for {
+		where, args := t.where, t.args
+		if after != nil {
+			if hasTime {
+				where += fmt.Sprintf(" AND (%s) > ($%d, $%d)", key, len(args)+1, len(args)+2)
+			} else {
+				where += fmt.Sprintf(" AND %s > $%d", key, len(args)+1)
+			}
+			args = append(append([]any{}, args...), after...)
+		}
+		sql := "SELECT " + poller.EventColumns(t.shape) + ", " + key + " FROM " + t.shape.Ident() + " WHERE " + where +
+			" ORDER BY " + key + fmt.Sprintf(" LIMIT %d", replayBatch)
+		rows, err := pool.Query(ctx, sql, args...)
+		if err != nil {
+			return fmt.Errorf("read the rows to replay from %s: %w", t.shape.Qualified(), err)
+		}
+		var events []outbox.Event
+		var at time.Time
+		var id string
+		read := 0
+		for rows.Next() {
+			read++
+			extra := []any{&id}
+			if hasTime {
+				extra = []any{&at, &id}
+			}
+			ev, unpublishable, err := poller.ScanEvent(rows, t.shape.Columns, extra...)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("read a row to replay from %s: %w", t.shape.Qualified(), err)
+			}
+			if unpublishable != nil {
+				p.skipped.Add(1)
+				continue
+			}
+			ev.Table, ev.TopicTemplate = t.shape.Qualified(), t.topic
+			ev.Headers = append(ev.Headers, outbox.Header{Key: ReplayHeader, Value: p.opts.ID})
+			events = append(events, ev)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read the rows to replay from %s: %w", t.shape.Qualified(), err)
+		}
+		for i := range events {
+			if err := p.publish(ctx, snk, &events[i]); err != nil {
+				return err
+			}
+		}
+		if read < replayBatch {
+			return nil
+		}
+		after = []any{id}
+		if hasTime {
+			after = []any{at, id}
+		}
+	}
+}
+
+// publish hands ev to the sink within the in-flight bound and the rate.
+func (p *replayRun) publish(ctx context.Context, snk sink.Sink, ev *outbox.Event) error {
+	if p.opts.Rate > 0 {
+		if p.handed == 0 {
+			p.paceFrom = time.Now()
+		}
+		due := p.paceFrom.Add(time.Duration(float64(p.handed) / p.opts.Rate * float64(time.Second)))
+		if wait := time.Until(due); wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return ctx.Err()
+			case <-timer.C:
+			}
+		}
+	}
+	select {
+	case p.window <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.handed++
+	p.inFlight.Add(1)
+	snk.Publish(ev, sink.DoneFunc(func(err error) {
+		if err != nil {
+			p.failed.Add(1)
+			p.lastErr.Store(err.Error())
+		} else {
+			p.sent.Add(1)
+		}
+		<-p.window
+		p.inFlight.Done()
+	}))
+	p.report(false)
+	return nil
+}
+
+// wait waits for every event handed to the sink to be settled.
+func (p *replayRun) wait() { p.inFlight.Wait() }
+
+// snapshot is the progress now.
+func (p *replayRun) snapshot() ReplayProgress {
+	pr := p.progress
+	pr.Sent, pr.Failed, pr.Skipped = p.sent.Load(), p.failed.Load(), p.skipped.Load()
+	if secs := time.Since(pr.StartedAt).Seconds(); secs > 0 {
+		pr.Rate = float64(pr.Sent) / secs
+	}
+	if left := pr.Total - pr.Sent - pr.Failed - pr.Skipped; left > 0 && pr.Rate > 0 {
+		pr.ETA = time.Duration(float64(left) / pr.Rate * float64(time.Second)).Round(time.Second).String()
+	}
+	return pr
+}
+
+// report calls OnProgress when the interval passed since the last call.
+func (p *replayRun) report(force bool) {
+	if p.opts.OnProgress == nil {
+		return
+	}
+	every := p.opts.ProgressInterval
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	if !force && time.Since(p.lastReport) < every {
+		return
+	}
+	p.lastReport = time.Now()
+	p.opts.OnProgress(p.snapshot())
+}
+
+// finish ends the replay with err and reports its last progress.
+func (p *replayRun) finish(err error) (ReplayProgress, error) {
+	p.progress.Done = true
+	if err != nil {
+		p.progress.Error = err.Error()
+	}
+	pr := p.snapshot()
+	pr.ETA = ""
+	if p.opts.OnProgress != nil {
+		p.opts.OnProgress(pr)
+	}
+	return pr, err
+}
+
+// replayKey is the keyset a replay reads a table in: creation time (as the stream
+// reads it), then id as text; id alone without a creation-time column.
+func replayKey(s outbox.Shape) string {
+	id := pgx.Identifier{s.Columns.ID}.Sanitize() + "::text"
+	if s.Columns.CreatedAt == "" {
+		return id
+	}
+	return replayCreatedAt(s) + ", " + id
+}
+
+// replayCreatedAt reads the creation time as a timestamptz; a timestamp without
+// time zone is taken as UTC, as everywhere else.
+func replayCreatedAt(s outbox.Shape) string {
+	col := pgx.Identifier{s.Columns.CreatedAt}.Sanitize()
+	if s.CreatedAtType == "timestamp" {
+		return "(" + col + " AT TIME ZONE 'UTC')"
+	}
+	return col
+}
+
+// replayWhere is the filter as a WHERE clause on the table's columns, with its
+// arguments. Rows with a NULL id or creation time are left out: they are no events.
+func replayWhere(s outbox.Shape, f ReplayFilter) (string, []any) {
+	conds := []string{pgx.Identifier{s.Columns.ID}.Sanitize() + " IS NOT NULL"}
+	var args []any
+	add := func(expr string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf(expr, len(args)))
+	}
+	if s.Columns.CreatedAt != "" {
+		at := replayCreatedAt(s)
+		conds = append(conds, at+" IS NOT NULL")
+		if !f.Since.IsZero() {
+			add(at+" >= $%d", f.Since)
+		}
+		if !f.Until.IsZero() {
+			add(at+" < $%d", f.Until)
+		}
+	}
+	col := func(name string) string { return pgx.Identifier{name}.Sanitize() + "::text" }
+	if f.AggregateType != "" {
+		add(col(s.Columns.AggregateType)+" = $%d", f.AggregateType)
+	}
+	if f.AggregateID != "" {
+		add(col(s.Columns.AggregateID)+" = $%d", f.AggregateID)
+	}
+	if f.EventType != "" {
+		add(col(s.Columns.EventType)+" = $%d", f.EventType)
+	}
+	if len(f.IDs) > 0 {
+		add(col(s.Columns.ID)+" = ANY($%d)", f.IDs)
+	}
+	return strings.Join(conds, " AND "), args
+}

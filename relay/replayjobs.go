@@ -1,0 +1,121 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxReplayJobs is how many replays GET /replay/ID remembers, the newest.
+const maxReplayJobs = 100
+
+// replayJobs are the replays started over the admin API, by id.
+type replayJobs struct {
+	mu    sync.Mutex
+	jobs  map[string]*ReplayProgress
+	order []string // ids, oldest first
+}
+
+func (j *replayJobs) set(p ReplayProgress) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.jobs == nil {
+		j.jobs = map[string]*ReplayProgress{}
+	}
+	if _, ok := j.jobs[p.ID]; !ok {
+		j.order = append(j.order, p.ID)
+		if len(j.order) > maxReplayJobs {
+			delete(j.jobs, j.order[0])
+			j.order = j.order[1:]
+		}
+	}
+	j.jobs[p.ID] = &p
+}
+
+func (j *replayJobs) get(id string) (ReplayProgress, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p, ok := j.jobs[id]
+	if !ok {
+		return ReplayProgress{}, false
+	}
+	return *p, true
+}
+
+// replayRequest is POST /replay's body: the command's filters, --since and --until
+// as it takes them.
+type replayRequest struct {
+	Since         string   `json:"since"`
+	Until         string   `json:"until"`
+	AggregateType string   `json:"aggregate_type"`
+	AggregateID   string   `json:"aggregate_id"`
+	EventType     string   `json:"event_type"`
+	IDs           []string `json:"ids"`
+	DryRun        bool     `json:"dry_run"`
+	Rate          float64  `json:"rate"`
+}
+
+// serveReplay starts a replay through the relay's own sink and answers 202 with its
+// id; GET /replay/ID shows its progress. What the command refuses it refuses, with 409.
+func (r *Relay) serveReplay(ctx context.Context) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		var body replayRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			writeJSON(w, http.StatusBadRequest, adminError{`want a JSON body of filters, e.g. {"since": "2h", "event_type": "order.created"}: ` + err.Error()})
+			return
+		}
+		now := time.Now()
+		f := ReplayFilter{AggregateType: body.AggregateType, AggregateID: body.AggregateID, EventType: body.EventType, IDs: body.IDs}
+		var err error
+		if f.Since, err = ParseReplayTime("since", body.Since, now); err != nil {
+			writeJSON(w, http.StatusBadRequest, adminError{err.Error()})
+			return
+		}
+		if f.Until, err = ParseReplayTime("until", body.Until, now); err != nil {
+			writeJSON(w, http.StatusBadRequest, adminError{err.Error()})
+			return
+		}
+		if body.Rate < 0 {
+			writeJSON(w, http.StatusBadRequest, adminError{"rate: want 0 (no limit) or a positive number of events per second"})
+			return
+		}
+		if err := CheckReplay(r.cfg, f, now); err != nil {
+			writeJSON(w, http.StatusConflict, adminError{err.Error()})
+			return
+		}
+		if r.pool == nil {
+			writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not connected to the database yet; ask again shortly"})
+			return
+		}
+		// The poller's share of the sink's buffers: the stream keeps its window.
+		opts := ReplayOptions{Filter: f, ID: NewReplayID(), DryRun: body.DryRun, Rate: body.Rate,
+			MaxInFlight: max(r.cfg.PollBatchSize, 1), ProgressInterval: time.Second, OnProgress: r.replays.set}
+		r.replays.set(ReplayProgress{ID: opts.ID, StartedAt: now.UTC(), DryRun: opts.DryRun})
+		r.log.Info("replay started", "replay", opts.ID, "filter", f)
+		go func() {
+			pr, err := Replay(ctx, r.pool, r.cfg.Sink, r.cfg, opts)
+			if err != nil {
+				r.log.Warn("replay ended with an error", "replay", pr.ID, "sent", pr.Sent, "total", pr.Total, "err", err)
+				return
+			}
+			r.log.Info("replay done", "replay", pr.ID, "sent", pr.Sent, "total", pr.Total, "dry_run", pr.DryRun)
+		}()
+		writeJSON(w, http.StatusAccepted, map[string]string{"id": opts.ID, "progress": "/replay/" + opts.ID})
+	}
+}
+
+// serveReplayProgress answers a replay's progress.
+func (r *Relay) serveReplayProgress(w http.ResponseWriter, req *http.Request) {
+	id := strings.TrimSpace(req.PathValue("id"))
+	p, ok := r.replays.get(id)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, adminError{"no replay " + id + " here (the relay remembers its last 100, since it started)"})
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
