@@ -77,7 +77,7 @@ func rdsIAMTokens(dbURL string) (func(context.Context) (string, error), error) {
 	switch {
 	case pc.Password != "":
 		return nil, errors.New("the database url carries a password; remove it, the IAM token is the password")
-	case len(pc.Fallbacks) > 0:
+	case severalHosts(pc):
 		return nil, errors.New("the database url names several hosts, and a token is signed for one; use the cluster endpoint")
 	case pc.TLSConfig == nil:
 		return nil, errors.New("the database url has sslmode=disable, and RDS takes IAM tokens only over TLS; use sslmode=verify-full (with sslrootcert, the RDS CA bundle) or sslmode=require")
@@ -98,6 +98,17 @@ func rdsIAMTokens(dbURL string) (func(context.Context) (string, error), error) {
 		}
 		return token, nil
 	}, nil
+}
+
+// severalHosts: the URL names more than one host:port. Fallbacks also hold the same
+// host again without TLS (sslmode=prefer), which is one host.
+func severalHosts(pc *pgconn.Config) bool {
+	for _, fb := range pc.Fallbacks {
+		if fb.Host != pc.Host || fb.Port != pc.Port {
+			return true
+		}
+	}
+	return false
 }
 
 // mskCredentials reads the AWS credentials for each Kafka SASL session, so rotated
