@@ -102,6 +102,13 @@ func TestDatabasePasswordHook(t *testing.T) {
 	if !consumer.WaitDistinct(time.Minute, len(written)) {
 		t.Fatalf("delivered %d of %d after the reconnect", consumer.Distinct(), len(written))
 	}
+	var active *int
+	if err := conn.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'iam'").Scan(&active); err != nil {
+		t.Fatal(err)
+	}
+	if active == nil || *active == pid {
+		t.Fatalf("slot iam streamed by %v after walsender %d was terminated; want a new replication connection", active, pid)
+	}
 	if after := calls.Load(); after <= before {
 		t.Errorf("the hook was asked %d times before the reconnect and %d after; a new replication connection must ask again", before, after)
 	}
