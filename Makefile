@@ -3,9 +3,10 @@
 # PostgreSQL server binaries the throwaway clusters need).
 
 GO ?= go
+IMAGE ?= walrelay:dev
 PKGS := ./...
 
-.PHONY: all setup setup-matrix build build-demo demo test test-matrix test-race bench bench-record fuzz lint chaos soak
+.PHONY: all setup setup-matrix build build-demo demo image test test-matrix test-race bench bench-record fuzz lint chaos soak
 
 all: build
 
@@ -24,6 +25,8 @@ setup:
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v kubectl >/dev/null 2>&1 || missing="$$missing kubernetes-client"; \
 	{ command -v tc && command -v ip; } >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v buildah >/dev/null 2>&1 || missing="$$missing buildah"; \
+	test -s /etc/ssl/certs/ca-certificates.crt || missing="$$missing ca-certificates"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing ..."; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
@@ -41,6 +44,12 @@ build-demo: setup
 
 demo: build build-demo
 	./bin/walrelay-demo
+
+# image: the container image, FROM scratch, built with buildah (or podman) from the static
+# binary with no registry (deploy/README.md, "Image without a registry"). IMAGE, VERSION and
+# REVISION override the tag and what the labels and `walrelay --version` report.
+image:
+	@IMAGE="$(IMAGE)" VERSION="$(VERSION)" REVISION="$(REVISION)" scripts/image.sh
 
 test: setup
 	$(GO) test -count=1 -timeout 15m $(PKGS)

@@ -45,7 +45,7 @@ func watchIndexBuild(ctx context.Context, o Options, pid uint32, out io.Writer) 
 			}
 			if conn == nil {
 				var err error
-				if conn, err = pgx.Connect(ctx, o.DatabaseURL); err != nil {
+				if conn, err = o.connect(ctx); err != nil {
 					if ctx.Err() == nil {
 						fmt.Fprintf(out, "  (no progress report: %v)\n", err)
 					}

@@ -22,6 +22,9 @@ const DefaultLargeTable = 100_000
 // Options says which outbox table to create or adopt, and how.
 type Options struct {
 	DatabaseURL string
+	// Password, when set, is asked before each connection migrate opens and replaces
+	// the URL's password: for tokens that expire, such as AWS RDS IAM tokens.
+	Password func(ctx context.Context) (string, error)
 	// Table is the outbox table, optionally schema-qualified (default outbox_events;
 	// unqualified means public, as for the relay).
 	Table string
@@ -86,7 +89,7 @@ func Migrate(ctx context.Context, o Options) (Report, error) {
 		out = io.Discard
 	}
 	var rep Report
-	conn, err := pgx.Connect(ctx, o.DatabaseURL)
+	conn, err := o.connect(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("connect to postgresql: %w", err)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walrelay/walrelay/outbox"
 )
 
@@ -38,7 +36,12 @@ func InstallNotify(ctx context.Context, databaseURL string) error {
 
 // InstallNotifyOn is InstallNotify for another table, whose id column is idColumn.
 func InstallNotifyOn(ctx context.Context, databaseURL, table, idColumn string) error {
-	conn, err := pgx.Connect(ctx, databaseURL)
+	return InstallNotifyWith(ctx, Options{DatabaseURL: databaseURL}, table, idColumn)
+}
+
+// InstallNotifyWith is InstallNotifyOn connecting as o says (its URL and Password).
+func InstallNotifyWith(ctx context.Context, o Options, table, idColumn string) error {
+	conn, err := o.connect(ctx)
 	if err != nil {
 		return fmt.Errorf("connect to postgresql: %w", err)
 	}

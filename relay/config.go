@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,12 @@ type Config struct {
 	// DatabaseURL is a PostgreSQL URL or keyword/value string. The role needs the
 	// REPLICATION attribute, and the database wal_level = logical.
 	DatabaseURL string
+	// DatabasePassword, when set, is called before each new connection the relay
+	// opens (the pool's, the leader session's, the replication connection, status's)
+	// and its result is that connection's password, in place of the URL's: for
+	// credentials that expire, such as AWS RDS IAM tokens. Its result is never
+	// logged; its error is, so it must not carry the secret either.
+	DatabasePassword func(ctx context.Context) (string, error)
 	// Sink is the broker client: one of sink/kafka, sink/nats, sink/rabbitmq or
 	// sink/redis (package sinks builds them from one configuration), or a sink.Sink of
 	// the application's own. The relay does not close it. Exactly-once delivery

@@ -53,3 +53,25 @@ func TestLibrariesLinkNoTracingSDK(t *testing.T) {
 		}
 	}
 }
+
+// Cloud authentication reaches the libraries as plain functions (Config's
+// DatabasePassword, kafka.Security's AWSCredentials): the AWS SDK that signs RDS IAM
+// tokens and reads the AWS environment is the walrelay binary's.
+func TestLibrariesLinkNoCloudSDK(t *testing.T) {
+	t.Parallel()
+	for _, pkg := range []string{"relay", "replication", "poller", "migrations", "sink/kafka"} {
+		out, err := exec.Command("go", "list", "-deps", "github.com/walrelay/walrelay/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, "github.com/jackc/pgx/v5/pgconn") && !slices.Contains(deps, "github.com/twmb/franz-go/pkg/kgo") {
+			t.Fatalf("go list -deps %s gave an implausible list (neither pgconn nor kgo):\n%s", pkg, out)
+		}
+		for _, dep := range deps {
+			if strings.HasPrefix(dep, "github.com/aws/") {
+				t.Errorf("%s depends on %s; only cmd/walrelay (and sink/sqs) link the AWS SDK", pkg, dep)
+			}
+		}
+	}
+}

@@ -32,6 +32,9 @@ func (r *Relay) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	replication.TuneKeepalives(&cfg.Config)
 	replication.RenderLikeStream(cfg.RuntimeParams) // the catch-up pass reads placed columns as the stream sends them
+	if err := r.cfg.setPassword(ctx, &cfg.Config); err != nil {
+		return nil, err
+	}
 	return pgx.ConnectConfig(ctx, cfg)
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -204,6 +205,11 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	workers := r.cfg.pollWorkers()
 	if n := len(r.cfg.OutboxTables()); (n > 1 || workers > 1) && !strings.Contains(r.cfg.DatabaseURL, "pool_max_conns") {
 		poolCfg.MaxConns = max(poolCfg.MaxConns, int32((workers+1)*n+3))
+	}
+	if r.cfg.DatabasePassword != nil {
+		poolCfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+			return r.cfg.setPassword(ctx, &cc.Config)
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {

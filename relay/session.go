@@ -34,7 +34,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	if err != nil {
 		return err
 	}
-	rc, err := replication.Connect(ctx, r.cfg.DatabaseURL)
+	rc, err := replication.ConnectWithPassword(ctx, r.cfg.DatabaseURL, r.cfg.DatabasePassword)
 	if err != nil {
 		return err
 	}

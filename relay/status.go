@@ -113,7 +113,14 @@ func (st *Status) problem(check Check, format string, args ...any) {
 // URL, tables, columns, slot, publication, mode and on-publish mode are used), asks
 // the relay at limits.RelayURL for its readiness, and lists problems.
 func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, error) {
-	conn, err := pgx.Connect(ctx, cfg.DatabaseURL)
+	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, errorf("parse database url (check --database-url)", err)
+	}
+	if err := cfg.setPassword(ctx, &connCfg.Config); err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, connCfg)
 	if err != nil {
 		return nil, errorf("connect to postgresql", err)
 	}

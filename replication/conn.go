@@ -34,9 +34,21 @@ func RenderLikeStream(params map[string]string) {
 // Connect opens a replication connection. Timestamps in the stream are rendered in
 // ISO style and UTC, the form the decoder parses.
 func Connect(ctx context.Context, databaseURL string) (*Conn, error) {
+	return ConnectWithPassword(ctx, databaseURL, nil)
+}
+
+// ConnectWithPassword is Connect with a password asked for just before connecting,
+// replacing the URL's when password is not nil: a token that expires (an AWS RDS IAM
+// token lives 15 minutes) is fresh for every connection, reconnects included.
+func ConnectWithPassword(ctx context.Context, databaseURL string, password func(context.Context) (string, error)) (*Conn, error) {
 	cfg, err := pgconn.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if password != nil {
+		if cfg.Password, err = password(ctx); err != nil {
+			return nil, fmt.Errorf("database password for the replication connection: %w", err)
+		}
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	RenderLikeStream(cfg.RuntimeParams)

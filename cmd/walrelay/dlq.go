@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -33,7 +35,21 @@ func withDeadLetters(cmd *cobra.Command, s *settings, fn func(*relay.DeadLetters
 	if s.relay.DatabaseURL == "" {
 		return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	}
-	pool, err := pgxpool.New(cmd.Context(), s.relay.DatabaseURL)
+	poolCfg, err := pgxpool.ParseConfig(s.relay.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database url: %w", err)
+	}
+	if password := s.relay.DatabasePassword; password != nil {
+		poolCfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+			pw, err := password(ctx)
+			if err != nil {
+				return fmt.Errorf("database password (--database-auth): %w", err)
+			}
+			cc.Password = pw
+			return nil
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(cmd.Context(), poolCfg)
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
@@ -83,7 +99,7 @@ func dlqList() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url"}, tableSettings...)...)
+	s.register(cmd.Flags(), append([]string{"database-url", "database-auth"}, tableSettings...)...)
 	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	return cmd
@@ -111,7 +127,7 @@ func dlqRetry() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url"}, tableSettings...)...)
+	s.register(cmd.Flags(), append([]string{"database-url", "database-auth"}, tableSettings...)...)
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to retry (repeat or comma-separate)")
 	cmd.Flags().BoolVar(&all, "all", false, "retry every dead letter")
 	return cmd
@@ -142,7 +158,7 @@ func dlqPurge() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url"}, tableSettings...)...)
+	s.register(cmd.Flags(), append([]string{"database-url", "database-auth"}, tableSettings...)...)
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to delete (repeat or comma-separate)")
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "delete dead letters older than this (e.g. 720h)")
 	return cmd

@@ -20,7 +20,8 @@ func explain(err error) error {
 	var advice string
 	switch pgErr.Code {
 	case "28P01": // invalid_password
-		advice = "check the password in the database URL (--database-url, WALRELAY_DATABASE_URL or the config file) or in the pgpass file"
+		advice = "check the password in the database URL (--database-url, WALRELAY_DATABASE_URL or the config file) or in the pgpass file; " +
+			"with --database-auth aws-iam, check that the role is granted rds_iam and the AWS identity is allowed rds-db:connect as it"
 	case "28000": // invalid_authorization_specification: no pg_hba.conf line, or the method refused
 		advice = "pg_hba.conf on the server has no line that lets this role connect from here this way: add one and reload, " +
 			"or connect as a role it allows"

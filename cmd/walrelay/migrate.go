@@ -57,7 +57,7 @@ func migrateCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			rep, err := migrations.Migrate(cmd.Context(), migrations.Options{
-				DatabaseURL: s.relay.DatabaseURL, Table: s.relay.Table, Columns: s.relay.Columns,
+				DatabaseURL: s.relay.DatabaseURL, Password: s.relay.DatabasePassword, Table: s.relay.Table, Columns: s.relay.Columns,
 				Publication: s.relay.Publication, DryRun: dryRun, LockTimeout: lockTimeout, Out: out,
 			})
 			if err != nil {
@@ -82,7 +82,8 @@ func migrateCommand() *cobra.Command {
 				fmt.Fprintln(out, "schema is up to date; nothing to apply")
 			}
 			if notify {
-				if err := migrations.InstallNotifyOn(cmd.Context(), s.relay.DatabaseURL, s.relay.Table, s.relay.Columns.ID); err != nil {
+				if err := migrations.InstallNotifyWith(cmd.Context(),
+					migrations.Options{DatabaseURL: s.relay.DatabaseURL, Password: s.relay.DatabasePassword}, s.relay.Table, s.relay.Columns.ID); err != nil {
 					return runtimeError{err}
 				}
 				fmt.Fprintf(out, "installed trigger walrelay_outbox_insert_notify (NOTIFY %s on each insert)\n", poller.NotifyChannel)
@@ -90,7 +91,7 @@ func migrateCommand() *cobra.Command {
 			return nil
 		},
 	}
-	s.register(cmd.Flags(), "database-url", "table", "publication", "column-id", "column-aggregate-type",
+	s.register(cmd.Flags(), "database-url", "database-auth", "table", "publication", "column-id", "column-aggregate-type",
 		"column-aggregate-id", "column-event-type", "column-payload", "column-created-at")
 	cmd.Flags().BoolVar(&notify, "notify", false, "also install the insert trigger that wakes a poll-mode relay (LISTEN/NOTIFY)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the SQL migrate would run, and change nothing")

@@ -41,6 +41,7 @@ type settings struct {
 	logLevel  string
 	logFormat string
 	adminAddr string // status: the relay's HTTP address
+	dbAuth    string // database-auth: password or aws-iam
 	all       []setting
 	// warnings are what load found odd but not wrong (an unknown WALRELAY_*
 	// variable); the subcommand reports them.
@@ -48,11 +49,14 @@ type settings struct {
 }
 
 func newSettings() *settings {
-	s := &settings{relay: relay.DefaultConfig(), sinks: sinks.DefaultConfig(), logLevel: "info", logFormat: "json"}
+	s := &settings{relay: relay.DefaultConfig(), sinks: sinks.DefaultConfig(), logLevel: "info", logFormat: "json", dbAuth: authPassword}
 	s.relay.MetricsAddr = "127.0.0.1:9731" // loopback: exposing metrics is the operator's choice
 	c, b := &s.relay, &s.sinks
 	s.all = []setting{
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
+		{name: "database-auth", usage: "password (the URL's, or PGPASSWORD/.pgpass), or aws-iam (an RDS/Aurora IAM token for the URL's user, " +
+			"signed with the standard AWS credentials before each connection; needs AWS_REGION or a configured region)",
+			def: authPassword, set: func(v string) error { s.dbAuth = v; return nil }},
 		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq, redis (streams), sqs or pubsub (Google Pub/Sub)", def: string(b.Kind),
 			set: func(v string) error { b.Kind = sinks.Kind(v); return nil }},
 		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port", kind: kindList,
@@ -62,7 +66,8 @@ func newSettings() *settings {
 		str("kafka-tls-ca-file", "PEM file of the CA that signed the brokers' certificates (default: system roots)", &b.Kafka.Security.CAFile),
 		str("kafka-tls-cert-file", "PEM client certificate, for brokers that require one", &b.Kafka.Security.CertFile),
 		str("kafka-tls-key-file", "PEM key of the client certificate", &b.Kafka.Security.KeyFile),
-		str("kafka-sasl-mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)", &b.Kafka.Security.SASLMechanism),
+		str("kafka-sasl-mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, or AWS_MSK_IAM (Amazon MSK IAM, signed with the standard AWS credentials; "+
+			"use with --kafka-tls) (empty: no SASL)", &b.Kafka.Security.SASLMechanism),
 		str("kafka-sasl-user", "SASL user", &b.Kafka.Security.SASLUser),
 		{name: "kafka-sasl-password", usage: "SASL password (prefer the environment or the file over a flag)",
 			set: func(v string) error { b.Kafka.Security.SASLPassword = v; return nil }},
@@ -272,7 +277,7 @@ func (s *settings) load(fs *pflag.FlagSet) error {
 			}
 		}
 	}
-	return nil
+	return s.cloudAuth()
 }
 
 func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {

@@ -12,6 +12,16 @@ import (
 // ModulePath is walrelay's module.
 const ModulePath = "github.com/walrelay/walrelay"
 
+// version and revision are set at link time by builds that know better than the
+// toolchain's stamp, such as `make image` (scripts/image.sh), whose image labels carry
+// the same two values:
+//
+//	go build -ldflags "-X github.com/walrelay/walrelay/internal/buildinfo.version=v0.5.0 \
+//	    -X github.com/walrelay/walrelay/internal/buildinfo.revision=$(git rev-parse HEAD)"
+//
+// Empty (the default) leaves the stamp alone.
+var version, revision string
+
 // Info identifies a build.
 type Info struct {
 	// Version is the module version: a tag, a pseudo-version, or (devel) for a
@@ -27,8 +37,20 @@ type Info struct {
 
 // Read returns the running binary's build. Where walrelay is a library of another
 // program, Version is the version of walrelay that program requires, and Revision
-// is empty: the VCS stamp is the program's.
+// is empty: the VCS stamp is the program's. Values set at link time win.
 func Read() Info {
+	info := stamped()
+	if version != "" {
+		info.Version = version
+	}
+	if revision != "" {
+		info.Revision = revision
+	}
+	return info
+}
+
+// stamped is what the Go toolchain recorded in the binary.
+func stamped() Info {
 	info := Info{Version: "(devel)", GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {

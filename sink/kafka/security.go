@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/aws"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -22,11 +24,19 @@ type Security struct {
 	CAFile   string
 	CertFile string
 	KeyFile  string
-	// SASLMechanism is "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	// SASLMechanism is "", PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or AWS_MSK_IAM.
 	SASLMechanism string
 	SASLUser      string
 	SASLPassword  string
+	// AWSCredentials gives AWS_MSK_IAM the credentials to sign with. It is called for
+	// every SASL session, so credentials that rotate (an assumed role, a web identity)
+	// are read fresh; the program supplies it (walrelay's binary reads the standard
+	// AWS environment), so this package links no AWS SDK.
+	AWSCredentials func(context.Context) (aws.Auth, error)
 }
+
+// MechanismAWSMSKIAM is Amazon MSK's IAM access control over SASL.
+const MechanismAWSMSKIAM = "AWS_MSK_IAM"
 
 // Validate checks the settings without reading any file.
 func (s Security) Validate() error {
@@ -40,8 +50,12 @@ func (s Security) Validate() error {
 		if s.SASLUser == "" {
 			errs = append(errs, fmt.Errorf("kafka sasl mechanism %s needs a user", s.SASLMechanism))
 		}
+	case MechanismAWSMSKIAM:
+		if s.SASLUser != "" || s.SASLPassword != "" {
+			errs = append(errs, errors.New("kafka sasl mechanism AWS_MSK_IAM takes no user or password: it signs with the AWS credentials of the environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, a role)"))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("kafka sasl mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.SASLMechanism))
+		errs = append(errs, fmt.Errorf("kafka sasl mechanism %q: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or AWS_MSK_IAM", s.SASLMechanism))
 	}
 	if !s.TLS && (s.CAFile != "" || s.CertFile != "" || s.KeyFile != "") {
 		errs = append(errs, errors.New("kafka tls files given without --kafka-tls"))
@@ -83,6 +97,11 @@ func (s Security) Opts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.SASLUser, Pass: s.SASLPassword}.AsSha256Mechanism()))
 	case "SCRAM-SHA-512":
 		opts = append(opts, kgo.SASL(scram.Auth{User: s.SASLUser, Pass: s.SASLPassword}.AsSha512Mechanism()))
+	case MechanismAWSMSKIAM:
+		if s.AWSCredentials == nil {
+			return nil, errors.New("kafka sasl mechanism AWS_MSK_IAM needs AWS credentials, and none were given to the sink")
+		}
+		opts = append(opts, kgo.SASL(aws.ManagedStreamingIAM(s.AWSCredentials)))
 	}
 	return opts, nil
 }
