@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // setPassword puts the password Config.DatabasePassword gives into a connection's
@@ -19,4 +21,23 @@ func (c Config) setPassword(ctx context.Context, cfg *pgconn.Config) error {
 	}
 	cfg.Password = pw
 	return nil
+}
+
+// OpenPool opens a connection pool on cfg's database for the commands that read the
+// outbox beside a relay (dlq, replay); each new connection asks DatabasePassword.
+func OpenPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if cfg.DatabasePassword != nil {
+		poolCfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+			return cfg.setPassword(ctx, &cc.Config)
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	return pool, nil
 }

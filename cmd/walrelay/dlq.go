@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/relay"
@@ -35,23 +32,9 @@ func withDeadLetters(cmd *cobra.Command, s *settings, fn func(*relay.DeadLetters
 	if s.relay.DatabaseURL == "" {
 		return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	}
-	poolCfg, err := pgxpool.ParseConfig(s.relay.DatabaseURL)
+	pool, err := relay.OpenPool(cmd.Context(), s.relay)
 	if err != nil {
-		return fmt.Errorf("database url: %w", err)
-	}
-	if password := s.relay.DatabasePassword; password != nil {
-		poolCfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-			pw, err := password(ctx)
-			if err != nil {
-				return fmt.Errorf("database password (--database-auth): %w", err)
-			}
-			cc.Password = pw
-			return nil
-		}
-	}
-	pool, err := pgxpool.NewWithConfig(cmd.Context(), poolCfg)
-	if err != nil {
-		return fmt.Errorf("database url: %w", err)
+		return err
 	}
 	defer pool.Close()
 	dl, err := relay.OpenDeadLetters(cmd.Context(), pool, s.relay)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/relay"
@@ -57,9 +56,9 @@ func replayCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pool, err := pgxpool.New(cmd.Context(), s.relay.DatabaseURL)
+			pool, err := relay.OpenPool(cmd.Context(), s.relay)
 			if err != nil {
-				return fmt.Errorf("database url: %w", err)
+				return err
 			}
 			defer pool.Close()
 			opts := relay.ReplayOptions{Filter: f, ID: relay.NewReplayID(), DryRun: dryRun, Rate: rate}
