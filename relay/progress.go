@@ -13,7 +13,8 @@ import (
 )
 
 // progress records the published horizon of --on-publish progress while one stream
-// runs (docs/design.md invariant 10): every status interval it takes a candidate
+// runs (docs/design.md invariant 10): every status interval in which the stream
+// confirmed more, and at least every progress interval, it takes a candidate
 // (replication.TakeHorizon, a read), and every progress interval, and once more when
 // the stream stops, it records the newest candidate whose LSN the stream has
 // confirmed. Nothing is written per row, and nothing at all while the
@@ -35,6 +36,13 @@ type progress struct {
 	recorded uint64 // the xid last recorded; written by the Run goroutine only
 }
 
+// confirmedNow is the newest LSN the session confirmed.
+func (p *progress) confirmedNow() pglogrepl.LSN {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.confirmed
+}
+
 // maxCandidates bounds the candidates kept while the confirmed LSN lags (a backlog):
 // when full, every other one is dropped, so the kept ones still span the lag.
 const maxCandidates = 64
@@ -51,7 +59,8 @@ func (p *progress) confirmed(lsn pglogrepl.LSN) {
 func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
 	ticker := time.NewTicker(min(p.sample, p.every))
 	defer ticker.Stop()
-	var lastRecord time.Time
+	var lastRecord, lastTake time.Time
+	var takenAt pglogrepl.LSN // the confirmed LSN when the last candidate was taken
 	for {
 		var err error
 		if time.Since(lastRecord) >= p.every {
@@ -71,10 +80,15 @@ func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
 			cancel()
 			return
 		}
-		if c, err := replication.TakeHorizon(ctx, p.pool); err == nil {
-			p.add(c)
-		} else if ctx.Err() == nil {
-			log("taking a published horizon failed; will try again", "slot", p.slot, "err", err)
+		// A candidate taken while the confirmed LSN stands still waits for the same
+		// confirmation as the last one: an idle relay takes one a progress interval.
+		if at := p.confirmedNow(); at != takenAt || time.Since(lastTake) >= p.every {
+			if c, err := replication.TakeHorizon(ctx, p.pool); err == nil {
+				p.add(c)
+				takenAt, lastTake = at, time.Now()
+			} else if ctx.Err() == nil {
+				log("taking a published horizon failed; will try again", "slot", p.slot, "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
