@@ -14,7 +14,7 @@ import (
 
 // progress records the published horizon of --on-publish progress while one stream
 // runs (docs/design.md invariant 10): every status interval in which the stream
-// confirmed more, and at least every progress interval, it takes a candidate
+// confirmed more, and at least every takeAtLeast, it takes a candidate
 // (replication.TakeHorizon, a read), and every progress interval, and once more when
 // the stream stops, it records the newest candidate whose LSN the stream has
 // confirmed. Nothing is written per row, and nothing at all while the
@@ -34,6 +34,7 @@ type progress struct {
 		candidates []replication.Published // oldest first
 	}
 	recorded uint64 // the xid last recorded; written by the Run goroutine only
+	by       uint64 // the xid of the transaction that recorded it (Run goroutine only)
 }
 
 // confirmedNow is the newest LSN the session confirmed.
@@ -81,8 +82,9 @@ func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
 			return
 		}
 		// A candidate taken while the confirmed LSN stands still waits for the same
-		// confirmation as the last one: an idle relay takes one a progress interval.
-		if at := p.confirmedNow(); at != takenAt || time.Since(lastTake) >= p.every {
+		// confirmation as the last one (no transaction ends without WAL, which the
+		// stream confirms as it follows the server): an idle relay takes few.
+		if at := p.confirmedNow(); at != takenAt || time.Since(lastTake) >= takeAtLeast {
 			if c, err := replication.TakeHorizon(ctx, p.pool); err == nil {
 				p.add(c)
 				takenAt, lastTake = at, time.Now()
@@ -96,6 +98,10 @@ func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
 		}
 	}
 }
+
+// takeAtLeast is the longest time between two candidates while the confirmed LSN
+// stands still.
+const takeAtLeast = 10 * time.Second
 
 // add keeps a candidate, thinning the list when it is full.
 func (p *progress) add(c replication.Published) {
@@ -135,17 +141,27 @@ func (p *progress) covered() (replication.Published, bool) {
 // record writes the newest covered candidate, when it moves the horizon.
 func (p *progress) record(ctx context.Context) error {
 	c, ok := p.covered()
-	if !ok || c.XID <= p.recorded {
+	if !ok || c.XID <= p.recorded || p.onlyOwn(c) {
 		return nil
 	}
-	if err := replication.RecordPublished(ctx, p.pool, p.slot, p.incarnation, c, p.tables); err != nil {
+	by, err := replication.RecordPublishedBy(ctx, p.pool, p.slot, p.incarnation, c, p.tables)
+	if err != nil {
 		return err
 	}
-	p.recorded = c.XID
+	p.recorded, p.by = c.XID, by
 	if p.onRecord != nil {
 		p.onRecord(c)
 	}
 	return nil
+}
+
+// onlyOwn reports whether c moves the horizon past nothing but the transaction that
+// recorded the last one: the first xid assigned after that horizon was taken, and the
+// only one below c. Recording it would say nothing about outbox rows and write a row
+// whose WAL, once confirmed, brings the next such candidate: an idle relay would
+// write a horizon every progress interval, for ever.
+func (p *progress) onlyOwn(c replication.Published) bool {
+	return p.by != 0 && p.by == p.recorded && c.XID == p.by+1
 }
 
 // newProgress is the published-horizon recorder of a session streaming the slot's
