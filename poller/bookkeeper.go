@@ -73,6 +73,9 @@ type Bookkeeper struct {
 
 	// OnFlush, when set, is called with the duration of each batch written.
 	OnFlush func(time.Duration)
+	// OnHandOver, when set, is called after a batch that handed events over to the
+	// poller committed: they are the poller's to retry from then on.
+	OnHandOver func()
 
 	mu struct {
 		sync.Mutex
@@ -243,6 +246,9 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	err := b.commit(ctx, parts)
 	if err == nil && b.OnFlush != nil {
 		b.OnFlush(time.Since(started))
+	}
+	if err == nil && b.OnHandOver != nil && slices.ContainsFunc(parts, func(p part) bool { return len(p.failures) > 0 }) {
+		b.OnHandOver()
 	}
 	var retry []Outcome
 	for _, o := range batch {
