@@ -27,6 +27,7 @@ type progress struct {
 	sample      time.Duration // how often a candidate is taken
 	every       time.Duration // how often one is recorded
 	onRecord    func(replication.Published)
+	moved       chan struct{} // a pending wake: the confirmed LSN moved
 
 	mu struct {
 		sync.Mutex
@@ -51,15 +52,22 @@ const maxCandidates = 64
 // confirmed takes the LSN the session just confirmed.
 func (p *progress) confirmed(lsn pglogrepl.LSN) {
 	p.mu.Lock()
+	moved := lsn > p.mu.confirmed
 	p.mu.confirmed = max(p.mu.confirmed, lsn)
 	p.mu.Unlock()
+	if moved {
+		select {
+		case p.moved <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Run takes and records horizons until ctx ends, then records what the last
 // confirmation covers. An incarnation this relay no longer owns ends it quietly.
 func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
-	ticker := time.NewTicker(min(p.sample, p.every))
-	defer ticker.Stop()
+	timer := time.NewTimer(p.sample)
+	defer timer.Stop()
 	var lastRecord, lastTake time.Time
 	var takenAt pglogrepl.LSN // the confirmed LSN when the last candidate was taken
 	for {
@@ -92,11 +100,27 @@ func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
 				log("taking a published horizon failed; will try again", "slot", p.slot, "err", err)
 			}
 		}
+		// Wake when the stream confirms more, to take a candidate; when one waits,
+		// to record it a progress interval after the last; else to take one anyway.
+		wait := takeAtLeast - time.Since(lastTake)
+		if p.waiting() {
+			wait = min(wait, p.every-time.Since(lastRecord))
+		}
+		timer.Reset(max(wait, p.sample))
 		select {
 		case <-ctx.Done():
-		case <-ticker.C:
+		case <-p.moved:
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
+}
+
+// waiting reports whether a candidate waits to be recorded.
+func (p *progress) waiting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.mu.candidates) > 0
 }
 
 // takeAtLeast is the longest time between two candidates while the confirmed LSN
@@ -168,6 +192,6 @@ func (p *progress) onlyOwn(c replication.Published) bool {
 // incarnation created at created.
 func (r *Relay) newProgress(created time.Time) *progress {
 	return &progress{pool: r.pool, slot: r.cfg.Slot, incarnation: created, tables: r.tableNames(),
-		sample: r.cfg.StatusInterval, every: r.cfg.ProgressInterval,
+		sample: r.cfg.StatusInterval, every: r.cfg.ProgressInterval, moved: make(chan struct{}, 1),
 		onRecord: func(c replication.Published) { r.metrics.horizonRecorded.SetToCurrentTime() }}
 }
