@@ -12,7 +12,9 @@
 //     the relay's publication) from a second slot, and by a peer relay (-peer-cmd)
 //     from a third; the relay's rate and PostgreSQL CPU as ratios of pg_recvlogical's.
 //     Scenarios 1 and 2 run as pairs, -repeats times.
-//  3. Latency: fixed-rate single-event transactions; commit-to-consume and
+//  3. Latency: first -idle with no writes (the relay's CPU per second and RSS while it
+//     stands by, with /readyz and the slot's lag checked after), then fixed-rate
+//     single-event transactions; commit-to-consume and
 //     created-to-hand-over, exact, overall and per second of the load, and the relay's
 //     commit-to-ack histogram, and whether slot lag grew.
 //  4. Modes: a smaller backlog per -modes entry (--mode and --on-publish), with its WAL.
