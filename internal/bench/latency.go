@@ -335,6 +335,16 @@ func (e *env) runLatency(ctx context.Context, run relayRun) (out []latencyResult
 					progress("  relay trace of the first seconds: %s (go tool trace)", path)
 				}
 			}()
+		} else if e.opts.relayProfile != "" {
+			go func() {
+				defer close(traced)
+				path := filepath.Join(e.opts.relayProfile, fmt.Sprintf("relay-rate-%d.pprof", target))
+				if err := rp.profile(ctx, path, min(10*time.Second, e.opts.rateDuration)); err != nil {
+					progress("  relay profile: %v", err)
+				} else {
+					progress("  relay CPU profile of the first seconds: %s (go tool pprof)", path)
+				}
+			}()
 		} else {
 			close(traced)
 		}

@@ -102,7 +102,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&relayArgs, "relay-args", "", "more `walrelay run` flags for every relay, space-separated (e.g. \"--kafka-compression lz4\")")
 	flag.StringVar(&o.peerCmd, "peer-cmd", "", "a peer relay to drain the same backlog in each round (sh -c; PEER_* variables, see internal/bench/peer.go)")
 	flag.StringVar(&o.relayTrace, "relay-trace", "", "write a Go runtime trace of the relay's first 5s of each latency step to this directory (turns on --pprof)")
-	flag.StringVar(&o.relayProfile, "relay-profile", "", "write a CPU profile of the relay's first 3s of each backlog drain to this directory (turns on --pprof)")
+	flag.StringVar(&o.relayProfile, "relay-profile", "", "write CPU profiles of the relay to this directory: the first 3s of each backlog drain, the idle step, the first 10s of each rate without -relay-trace (turns on --pprof)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binaries, relay logs)")
 	flag.Parse()
 	o.relayArgs = strings.Fields(relayArgs)
