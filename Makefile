@@ -70,8 +70,8 @@ test-race: setup
 
 # bench: decoder cost per message, WAL and throughput per --on-publish mode and for the
 # table-less outbox against the table, the SQS and Pub/Sub sinks' drains against their test
-# servers' ceilings, then the harness: the goals side by side, drain, latency, modes and
-# pgoutput options (BENCHMARKS.md).
+# servers' ceilings, then the harness: the goals side by side, the cost by load (idle,
+# each rate, the backlog), drain, latency, modes and pgoutput options (BENCHMARKS.md).
 bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
 	$(GO) test -run XXX -bench OnPublish -benchtime 20000x ./relay/

@@ -73,6 +73,9 @@ type Bookkeeper struct {
 
 	// OnFlush, when set, is called with the duration of each batch written.
 	OnFlush func(time.Duration)
+	// OnHandOver, when set, is called after a batch that handed events over to the
+	// poller committed: they are the poller's to retry from then on.
+	OnHandOver func()
 
 	mu struct {
 		sync.Mutex
@@ -143,6 +146,11 @@ func (b *Bookkeeper) Record(o Outcome) {
 	b.mu.queue = append(b.mu.queue, o)
 	b.mu.pending.Add(1)
 	b.mu.Unlock()
+	b.wake()
+}
+
+// wake tells a writer that outcomes are queued; one wake pending is enough.
+func (b *Bookkeeper) wake() {
 	select {
 	case b.mu.wake <- struct{}{}:
 	default:
@@ -166,23 +174,27 @@ func (b *Bookkeeper) Run(ctx context.Context) error {
 	return nil
 }
 
-// write is one writer: a batch per tick while outcomes are queued.
+// write is one writer: woken by Record, it waits every for the batch to fill a
+// little (one statement per interval, not per event), then writes it. With nothing
+// queued it sleeps: Record's wake follows every outcome it queues, and a wake already
+// pending when Record finds the channel full is taken after that outcome was queued,
+// so no outcome waits for a wake that never comes.
 func (b *Bookkeeper) write(ctx context.Context) {
-	ticker := time.NewTicker(b.every)
-	defer ticker.Stop()
+	timer := time.NewTimer(b.every)
+	timer.Stop()
+	defer timer.Stop()
 	var spare []Outcome // the last batch's slice, reused by the next one
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
 		case <-b.mu.wake:
-			// Wait for the batch to fill a little: one statement per tick, not per event.
-			select {
-			case <-ticker.C:
-			case <-ctx.Done():
-				return
-			}
+		}
+		timer.Reset(b.every)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
 		}
 		spare = b.flush(ctx, spare)
 	}
@@ -235,6 +247,9 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	if err == nil && b.OnFlush != nil {
 		b.OnFlush(time.Since(started))
 	}
+	if err == nil && b.OnHandOver != nil && slices.ContainsFunc(parts, func(p part) bool { return len(p.failures) > 0 }) {
+		b.OnHandOver()
+	}
 	var retry []Outcome
 	for _, o := range batch {
 		if err == nil && parts[b.storeOf(&o)].missing(&o, b.mode) {
@@ -254,6 +269,9 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	b.mu.queue = append(b.mu.queue, retry...)
 	b.mu.pending.Add(-n)
 	b.mu.Unlock()
+	if len(retry) > 0 {
+		b.wake() // the next batch tries them again
+	}
 	return batch[:0]
 }
 

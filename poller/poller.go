@@ -43,6 +43,11 @@ type Config struct {
 	Workers int
 	// Interval is the fallback poll interval; NOTIFY wakes a poll-only poller sooner.
 	Interval time.Duration
+	// IdleMax, when longer than Interval, lets the wait double after each poll that
+	// found nothing, up to IdleMax; Wake and a poll that found work bring it back to
+	// Interval. For the stream's slow path, whose rows come only through Wake's
+	// caller, so that an idle relay does not poll every Interval.
+	IdleMax time.Duration
 	// PublishTimeout bounds the wait for a batch's acks.
 	PublishTimeout time.Duration
 	Logger         *slog.Logger
@@ -63,6 +68,7 @@ type Poller struct {
 	sink  sink.Sink
 	store *Store
 	query string
+	wakes []chan struct{} // one per worker
 }
 
 // BatchResult is what one poll did.
@@ -75,8 +81,16 @@ type BatchResult struct {
 // New returns a poller; it starts nothing.
 func New(pool *pgxpool.Pool, snk sink.Sink, cfg Config) *Poller {
 	store := NewStore(pool, cfg.Shape, cfg.Policy)
-	return &Poller{cfg: cfg, pool: pool, sink: snk, store: store, query: selectQuery(cfg.Shape, cfg.PollOnly)}
+	wakes := make([]chan struct{}, max(cfg.Workers, 1))
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
+	}
+	return &Poller{cfg: cfg, pool: pool, sink: snk, store: store, query: selectQuery(cfg.Shape, cfg.PollOnly), wakes: wakes}
 }
+
+// Wake makes every worker poll now, with its wait back at Interval: rows may be
+// due soon (a hand-over was just recorded).
+func (p *Poller) Wake() { wakeAll(p.wakes) }
 
 // selectQuery locks due rows in created_at order, skipping rows other pollers hold,
 // and keeps only those with no earlier due row of the same aggregate outside this
@@ -149,10 +163,7 @@ func selectQuery(shape outbox.Shape, pollOnly bool) string {
 // Run polls until ctx ends with Workers loops, each running whole batches back to
 // back while there is work, then waiting for a notification or the interval.
 func (p *Poller) Run(ctx context.Context) error {
-	wakes := make([]chan struct{}, max(p.cfg.Workers, 1))
-	for i := range wakes {
-		wakes[i] = make(chan struct{}, 1)
-	}
+	wakes := p.wakes
 	if p.cfg.PollOnly {
 		go p.listen(ctx, wakes)
 	}
@@ -170,6 +181,7 @@ func (p *Poller) Run(ctx context.Context) error {
 // its candidates held back waits), and those are due now.
 func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan struct{}) {
 	retry := backoff.New(p.cfg.Interval, 30*time.Second)
+	idle := p.cfg.Interval // the wait after a poll that found nothing (Config.IdleMax)
 	for {
 		if p.cfg.Paused != nil && p.cfg.Paused() {
 			if !sleepOrWake(ctx, p.cfg.Interval, wake) {
@@ -196,8 +208,13 @@ func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan stru
 			p.cfg.Logger.Error("poll failed; retrying", "err", err, "retry_in", delay.Round(time.Millisecond).String())
 		case res.Published+len(res.FailedEventTypes) == p.cfg.BatchSize:
 			continue // more is waiting
+		case res.Published+len(res.FailedEventTypes)+res.Deferred == 0:
+			retry.Reset()
+			delay = idle
+			idle = min(2*idle, max(p.cfg.IdleMax, p.cfg.Interval))
 		default:
 			retry.Reset()
+			idle = p.cfg.Interval
 		}
 		timer := time.NewTimer(delay)
 		select {
@@ -205,6 +222,7 @@ func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan stru
 			timer.Stop()
 			return
 		case <-wake:
+			idle = p.cfg.Interval
 		case <-timer.C:
 		}
 		timer.Stop()

@@ -13,7 +13,8 @@ import (
 )
 
 // progress records the published horizon of --on-publish progress while one stream
-// runs (docs/design.md invariant 10): every status interval it takes a candidate
+// runs (docs/design.md invariant 10): every status interval in which the stream
+// confirmed more, and at least every takeAtLeast, it takes a candidate
 // (replication.TakeHorizon, a read), and every progress interval, and once more when
 // the stream stops, it records the newest candidate whose LSN the stream has
 // confirmed. Nothing is written per row, and nothing at all while the
@@ -26,6 +27,7 @@ type progress struct {
 	sample      time.Duration // how often a candidate is taken
 	every       time.Duration // how often one is recorded
 	onRecord    func(replication.Published)
+	moved       chan struct{} // a pending wake: the confirmed LSN moved
 
 	mu struct {
 		sync.Mutex
@@ -33,6 +35,14 @@ type progress struct {
 		candidates []replication.Published // oldest first
 	}
 	recorded uint64 // the xid last recorded; written by the Run goroutine only
+	by       uint64 // the xid of the transaction that recorded it (Run goroutine only)
+}
+
+// confirmedNow is the newest LSN the session confirmed.
+func (p *progress) confirmedNow() pglogrepl.LSN {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.confirmed
 }
 
 // maxCandidates bounds the candidates kept while the confirmed LSN lags (a backlog):
@@ -42,16 +52,24 @@ const maxCandidates = 64
 // confirmed takes the LSN the session just confirmed.
 func (p *progress) confirmed(lsn pglogrepl.LSN) {
 	p.mu.Lock()
+	moved := lsn > p.mu.confirmed
 	p.mu.confirmed = max(p.mu.confirmed, lsn)
 	p.mu.Unlock()
+	if moved {
+		select {
+		case p.moved <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Run takes and records horizons until ctx ends, then records what the last
 // confirmation covers. An incarnation this relay no longer owns ends it quietly.
 func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
-	ticker := time.NewTicker(min(p.sample, p.every))
-	defer ticker.Stop()
-	var lastRecord time.Time
+	timer := time.NewTimer(p.sample)
+	defer timer.Stop()
+	var lastRecord, lastTake time.Time
+	var takenAt pglogrepl.LSN // the confirmed LSN when the last candidate was taken
 	for {
 		var err error
 		if time.Since(lastRecord) >= p.every {
@@ -71,17 +89,43 @@ func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
 			cancel()
 			return
 		}
-		if c, err := replication.TakeHorizon(ctx, p.pool); err == nil {
-			p.add(c)
-		} else if ctx.Err() == nil {
-			log("taking a published horizon failed; will try again", "slot", p.slot, "err", err)
+		// A candidate taken while the confirmed LSN stands still waits for the same
+		// confirmation as the last one (no transaction ends without WAL, which the
+		// stream confirms as it follows the server): an idle relay takes few.
+		if at := p.confirmedNow(); at != takenAt || time.Since(lastTake) >= takeAtLeast {
+			if c, err := replication.TakeHorizon(ctx, p.pool); err == nil {
+				p.add(c)
+				takenAt, lastTake = at, time.Now()
+			} else if ctx.Err() == nil {
+				log("taking a published horizon failed; will try again", "slot", p.slot, "err", err)
+			}
 		}
+		// Wake when the stream confirms more, to take a candidate; when one waits,
+		// to record it a progress interval after the last; else to take one anyway.
+		wait := takeAtLeast - time.Since(lastTake)
+		if p.waiting() {
+			wait = min(wait, p.every-time.Since(lastRecord))
+		}
+		timer.Reset(max(wait, p.sample))
 		select {
 		case <-ctx.Done():
-		case <-ticker.C:
+		case <-p.moved:
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
 }
+
+// waiting reports whether a candidate waits to be recorded.
+func (p *progress) waiting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.mu.candidates) > 0
+}
+
+// takeAtLeast is the longest time between two candidates while the confirmed LSN
+// stands still.
+const takeAtLeast = 10 * time.Second
 
 // add keeps a candidate, thinning the list when it is full.
 func (p *progress) add(c replication.Published) {
@@ -121,23 +165,33 @@ func (p *progress) covered() (replication.Published, bool) {
 // record writes the newest covered candidate, when it moves the horizon.
 func (p *progress) record(ctx context.Context) error {
 	c, ok := p.covered()
-	if !ok || c.XID <= p.recorded {
+	if !ok || c.XID <= p.recorded || p.onlyOwn(c) {
 		return nil
 	}
-	if err := replication.RecordPublished(ctx, p.pool, p.slot, p.incarnation, c, p.tables); err != nil {
+	by, err := replication.RecordPublishedBy(ctx, p.pool, p.slot, p.incarnation, c, p.tables)
+	if err != nil {
 		return err
 	}
-	p.recorded = c.XID
+	p.recorded, p.by = c.XID, by
 	if p.onRecord != nil {
 		p.onRecord(c)
 	}
 	return nil
 }
 
+// onlyOwn reports whether c moves the horizon past nothing but the transaction that
+// recorded the last one: the first xid assigned after that horizon was taken, and the
+// only one below c. Recording it would say nothing about outbox rows and write a row
+// whose WAL, once confirmed, brings the next such candidate: an idle relay would
+// write a horizon every progress interval, for ever.
+func (p *progress) onlyOwn(c replication.Published) bool {
+	return p.by != 0 && p.by == p.recorded && c.XID == p.by+1
+}
+
 // newProgress is the published-horizon recorder of a session streaming the slot's
 // incarnation created at created.
 func (r *Relay) newProgress(created time.Time) *progress {
 	return &progress{pool: r.pool, slot: r.cfg.Slot, incarnation: created, tables: r.tableNames(),
-		sample: r.cfg.StatusInterval, every: r.cfg.ProgressInterval,
+		sample: r.cfg.StatusInterval, every: r.cfg.ProgressInterval, moved: make(chan struct{}, 1),
 		onRecord: func(c replication.Published) { r.metrics.horizonRecorded.SetToCurrentTime() }}
 }

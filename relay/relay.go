@@ -176,8 +176,21 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}
 	g.Go(func() error { return r.stats(gctx, pool) })
+	pollers := make([]*poller.Poller, len(r.tables))
 	for i := range r.tables {
-		pl := r.newPoller(pool, snk, &r.tables[i])
+		pollers[i] = r.newPoller(pool, snk, &r.tables[i])
+	}
+	if r.cfg.Mode != ModePoll {
+		// The stream's slow path has work only after a hand-over (or a redrive, which
+		// an idle poller finds within streamPollIdleMax).
+		bk.OnHandOver = func() {
+			for _, pl := range pollers {
+				pl.Wake()
+			}
+		}
+	}
+	for i := range r.tables {
+		pl := pollers[i]
 		g.Go(func() error { return pl.Run(gctx) })
 		if (r.cfg.OnPublish == poller.Mark || r.cfg.OnPublish == poller.Progress) && r.cfg.Retention > 0 {
 			g.Go(func() error { return r.cleanup(gctx, stores[i]) })
@@ -218,6 +231,16 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// streamPollIdleMax is how long the stream's slow path may wait between polls that
+// find nothing: hand-overs wake it, so only rows made due from outside (a redrive of
+// dead letters) wait that long. A poll-only relay keeps its interval.
+func streamPollIdleMax(pollMode bool) time.Duration {
+	if pollMode {
+		return 0
+	}
+	return 10 * time.Second
+}
+
 // newPoller builds the poller: the stream's slow path, or the whole relay in poll
 // mode, where its batches say whether the relay is active.
 func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.Poller {
@@ -225,7 +248,8 @@ func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.P
 	return poller.New(pool, r.pollerSink(snk), poller.Config{
 		Shape: t.shape, TopicTemplate: t.TopicTemplate, Table: t.name, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
 		BatchSize: r.cfg.PollBatchSize, Workers: r.cfg.pollWorkers(), Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
-		Logger: r.log,
+		IdleMax: streamPollIdleMax(pollMode),
+		Logger:  r.log,
 		OnBatch: func(res poller.BatchResult) {
 			if pollMode {
 				r.active.Store(true)

@@ -189,7 +189,16 @@ type execer interface {
 // has not finished: a deposed leader must not speak for a slot it no longer owns
 // (docs/design.md invariant 10).
 func RecordPublished(ctx context.Context, q execer, slot string, created time.Time, p Published, tables []string) error {
-	tag, err := q.Exec(ctx, `INSERT INTO walrelay_progress AS p (slot_name, table_oid, slot_created_at, published_xid,
+	_, err := RecordPublishedBy(ctx, q, slot, created, p, tables)
+	return err
+}
+
+// RecordPublishedBy is RecordPublished that also returns the full xid of the
+// transaction that wrote the horizon (0 when it wrote none), so that a recorder can
+// tell a horizon that moved only past its own writes.
+func RecordPublishedBy(ctx context.Context, q execer, slot string, created time.Time, p Published, tables []string) (uint64, error) {
+	var by int64
+	err := q.QueryRow(ctx, `INSERT INTO walrelay_progress AS p (slot_name, table_oid, slot_created_at, published_xid,
 			confirmed_lsn, recorded_at, system_id, database_oid, recorded_xid)
 		SELECT $1, c.table_oid, $2, $3::text::xid8, $4::text::pg_lsn, now(), walrelay_system_id(), walrelay_database_oid(),
 			pg_current_xact_id()
@@ -200,28 +209,29 @@ func RecordPublished(ctx context.Context, q execer, slot string, created time.Ti
 		ON CONFLICT (slot_name, table_oid) DO UPDATE SET slot_created_at = EXCLUDED.slot_created_at,
 			published_xid = EXCLUDED.published_xid, confirmed_lsn = EXCLUDED.confirmed_lsn, recorded_at = EXCLUDED.recorded_at,
 			system_id = EXCLUDED.system_id, database_oid = EXCLUDED.database_oid, recorded_xid = EXCLUDED.recorded_xid
-		WHERE p.published_xid < EXCLUDED.published_xid OR NOT `+recordedHere,
-		slot, created, strconv.FormatUint(p.XID, 10), p.LSN.String(), tables)
-	if err != nil {
-		return fmt.Errorf("record published horizon of slot %s: %w", slot, err)
+		WHERE p.published_xid < EXCLUDED.published_xid OR NOT `+recordedHere+`
+		RETURNING p.recorded_xid::text::bigint`,
+		slot, created, strconv.FormatUint(p.XID, 10), p.LSN.String(), tables).Scan(&by)
+	if err == nil {
+		return uint64(by), nil
 	}
-	if tag.RowsAffected() > 0 {
-		return nil
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("record published horizon of slot %s: %w", slot, err)
 	}
 	var current, done *time.Time
 	err = q.QueryRow(ctx, "SELECT created_at, catchup_done_at FROM walrelay_slots WHERE slot_name = $1", slot).Scan(&current, &done)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("record published horizon of slot %s: walrelay_slots has no row for the slot (deleted?): %w", slot, ErrNotSlotOwner)
+		return 0, fmt.Errorf("record published horizon of slot %s: walrelay_slots has no row for the slot (deleted?): %w", slot, ErrNotSlotOwner)
 	case err != nil:
-		return fmt.Errorf("record published horizon of slot %s: %w", slot, err)
+		return 0, fmt.Errorf("record published horizon of slot %s: %w", slot, err)
 	case !current.Equal(created):
-		return fmt.Errorf("record published horizon of slot %s: another instance created the slot again at %s: %w",
+		return 0, fmt.Errorf("record published horizon of slot %s: another instance created the slot again at %s: %w",
 			slot, current.UTC().Format(time.RFC3339Nano), ErrNotSlotOwner)
 	case done == nil:
-		return fmt.Errorf("record published horizon of slot %s: its catch-up pass has not finished: %w", slot, ErrNotSlotOwner)
+		return 0, fmt.Errorf("record published horizon of slot %s: its catch-up pass has not finished: %w", slot, ErrNotSlotOwner)
 	}
-	return nil // already as far or further, or no table covered yet
+	return 0, nil // already as far or further, or no table covered yet
 }
 
 // ReadPublished returns the slot's published horizon of table where it speaks for

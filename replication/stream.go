@@ -95,6 +95,7 @@ type stream struct {
 	lastSentAt time.Time
 	check      confirmCheck
 
+	idle       bool      // the read waits for the next keepalive (standingBy)
 	fullSince  time.Time // when reading last paused on a full window
 	lastWarnAt time.Time
 }
@@ -162,6 +163,13 @@ func (s *stream) run(ctx context.Context) error {
 					return err
 				}
 				nextStatus = clock.Add(s.cfg.StatusInterval)
+				if s.idle = s.standingBy(); s.idle {
+					// Nothing can move the confirmable LSN before a message comes, and a
+					// message ends the wait: wake for the next keepalive only.
+					if k := s.lastSentAt.Add(s.cfg.KeepaliveInterval); k.After(nextStatus) {
+						nextStatus = k
+					}
+				}
 			}
 			want = s.batch.deadline(clock, nextStatus)
 		}
@@ -200,10 +208,24 @@ func (s *stream) run(ctx context.Context) error {
 			return fmt.Errorf("receive replication message: %w", err)
 		}
 		sinceClock++
+		if s.idle {
+			// Back to the status interval, from this message on.
+			s.idle = false
+			nextStatus = time.Now().Add(s.cfg.StatusInterval)
+			sinceClock = clockEvery
+		}
 		if err := s.handle(live, msg); err != nil {
 			return err
 		}
 	}
+}
+
+// standingBy reports whether the stream may sleep until the next keepalive: every
+// transaction received is settled and confirmed, and no check runs whose passing
+// would allow more. Acks, a check passing and the server's position all follow a
+// message, so only a message can change that.
+func (s *stream) standingBy() bool {
+	return s.wm.Idle() && !s.check.running && s.sent == s.wm.Confirmable() && !s.batch.on
 }
 
 func (s *stream) warnIfStuck() {

@@ -64,6 +64,7 @@ type latencyResult struct {
 	Held           bool    `json:"held"`
 
 	RelayCPUMicrosPerEvent float64 `json:"relay_cpu_us_per_event"`
+	RelayRSSKiB            int64   `json:"relay_rss_kib"` // at the end of the step
 	// The walsender's and the whole PostgreSQL server's (commits included) CPU per
 	// event, so that a tail can be put where the CPU went.
 	WalsenderCPUMicrosPerEvent float64 `json:"walsender_cpu_us_per_event"`
@@ -203,7 +204,7 @@ func (e *env) generate(ctx context.Context, pool *pgxpool.Pool, t *tracker, rate
 // runLatency streams with one relay while the generator inserts at each rate in
 // turn, and measures commit-to-ack (the relay's histogram) and commit-to-consume
 // (the harness's own consumer).
-func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, error) {
+func (e *env) runLatency(ctx context.Context, run relayRun) (out []latencyResult, idleOut *idleResult, err error) {
 	capacity := 1000
 	for _, r := range e.opts.rates {
 		capacity += int(float64(r)*e.opts.rateDuration.Seconds()) + 1
@@ -213,32 +214,32 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 	run.topicTemplate = "bench.latency.{aggregate_type}"
 	rp, err := e.startRelay(run, "latency")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rp.stop(30 * time.Second)
 	if err := rp.waitReady(ctx, time.Minute); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	poolCfg, err := pgxpool.ParseConfig(run.dbURL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	poolCfg.MaxConns = int32(e.opts.workers)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
-		return nil, fmt.Errorf("load generator pool: %w", err)
+		return nil, nil, fmt.Errorf("load generator pool: %w", err)
 	}
 	defer pool.Close()
 	// Every connection open before the load: the warm-up's rate needs only one or
 	// two, and the others' backends would otherwise start (fork, catalog caches)
 	// within the first second of the first rate, on the same two cores.
 	if err := openAll(ctx, pool, e.opts.workers); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mon, err := pgx.Connect(ctx, run.dbURL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer mon.Close(context.Background())
 
@@ -246,7 +247,7 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
-		return nil, fmt.Errorf("kafka consumer: %w", err)
+		return nil, nil, fmt.Errorf("kafka consumer: %w", err)
 	}
 	consumeCtx, stopConsumer := context.WithCancel(ctx)
 	consumerDone := make(chan struct{})
@@ -259,14 +260,22 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 	n, _ := e.generate(ctx, pool, t, 200, 2*time.Second, next)
 	next += 400
 	if !waitConsumed(ctx, t, int64(n), time.Minute) {
-		return nil, fmt.Errorf("warm-up: consumed %d of %d events within a minute; relay log: %s", t.consumed.Load(), n, rp.logPath)
+		return nil, nil, fmt.Errorf("warm-up: consumed %d of %d events within a minute; relay log: %s", t.consumed.Load(), n, rp.logPath)
 	}
 	committedSoFar := int64(n)
 
-	var out []latencyResult
+	if e.opts.idle > 0 {
+		progress("  idle: no writes for %s", e.opts.idle)
+		idle, err := e.measureIdle(ctx, rp, mon, run.slot, e.opts.idle)
+		if err != nil {
+			return nil, nil, err
+		}
+		idleOut = &idle
+	}
+
 	for _, target := range e.opts.rates {
 		if err := ctx.Err(); err != nil {
-			return out, err
+			return out, idleOut, err
 		}
 		progress("  %d events/s for %s", target, e.opts.rateDuration)
 		res := latencyResult{TargetRate: target, Seconds: e.opts.rateDuration.Seconds()}
@@ -275,16 +284,16 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 
 		res.LagStartBytes, err = slotLag(ctx, mon, run.slot)
 		if err != nil {
-			return out, err
+			return out, idleOut, err
 		}
 		_, wal0, err := currentLSN(ctx, mon)
 		if err != nil {
-			return out, err
+			return out, idleOut, err
 		}
 		wal0At := time.Now()
 		before, err := rp.scrape(ctx)
 		if err != nil {
-			return out, err
+			return out, idleOut, err
 		}
 		cpu0, _ := cpuSeconds(rp.pid())
 		wsPID := walsenderPID(ctx, mon, run.slot)
@@ -326,6 +335,16 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 					progress("  relay trace of the first seconds: %s (go tool trace)", path)
 				}
 			}()
+		} else if e.opts.relayProfile != "" {
+			go func() {
+				defer close(traced)
+				path := filepath.Join(e.opts.relayProfile, fmt.Sprintf("relay-rate-%d.pprof", target))
+				if err := rp.profile(ctx, path, min(10*time.Second, e.opts.rateDuration)); err != nil {
+					progress("  relay profile: %v", err)
+				} else {
+					progress("  relay CPU profile of the first seconds: %s (go tool pprof)", path)
+				}
+			}()
 		} else {
 			close(traced)
 		}
@@ -337,11 +356,11 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 		stopSampling()
 		<-sampler
 		if err != nil {
-			return out, err
+			return out, idleOut, err
 		}
 		_, wal1, err := currentLSN(ctx, mon)
 		if err != nil {
-			return out, err
+			return out, idleOut, err
 		}
 		res.LagMaxBytes = max(lagMax.Load(), res.LagEndBytes)
 		res.AchievedRate = float64(res.Committed) / e.opts.rateDuration.Seconds()
@@ -355,6 +374,7 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 			progress("  not everything came back within 2 minutes: %d of %d", t.consumed.Load(), committedSoFar)
 		}
 		cpu1, _ := cpuSeconds(rp.pid())
+		res.RelayRSSKiB, _ = statusKB(rp.pid(), "VmRSS")
 		ws1, _ := cpuSeconds(wsPID)
 		pg1, broker1 := e.postgresCPU(), brokerCPU(e)
 		self1, _ := cpuSeconds(os.Getpid())
@@ -370,10 +390,10 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 		}
 		after, err := rp.scrape(ctx)
 		if err != nil {
-			return out, err
+			return out, idleOut, err
 		}
 		if err := relayPercentiles(&res, before, after); err != nil {
-			return out, err
+			return out, idleOut, err
 		}
 		var lat, handover []float64
 		var samples []sample
@@ -420,9 +440,9 @@ func (e *env) runLatency(ctx context.Context, run relayRun) ([]latencyResult, er
 		out = append(out, res)
 	}
 	if err := rp.stop(30 * time.Second); err != nil {
-		return out, fmt.Errorf("graceful stop: %w", err)
+		return out, idleOut, fmt.Errorf("graceful stop: %w", err)
 	}
-	return out, nil
+	return out, idleOut, nil
 }
 
 // relayPercentiles fills the relay-side figures from two scrapes.

@@ -12,7 +12,9 @@
 //     the relay's publication) from a second slot, and by a peer relay (-peer-cmd)
 //     from a third; the relay's rate and PostgreSQL CPU as ratios of pg_recvlogical's.
 //     Scenarios 1 and 2 run as pairs, -repeats times.
-//  3. Latency: fixed-rate single-event transactions; commit-to-consume and
+//  3. Latency: first -idle with no writes (the relay's CPU per second and RSS while it
+//     stands by, with /readyz and the slot's lag checked after), then fixed-rate
+//     single-event transactions; commit-to-consume and
 //     created-to-hand-over, exact, overall and per second of the load, and the relay's
 //     commit-to-ack histogram, and whether slot lag grew.
 //  4. Modes: a smaller backlog per -modes entry (--mode and --on-publish), with its WAL.
@@ -49,6 +51,7 @@ type options struct {
 	pgoutputEvents int
 	rates          []int
 	rateDuration   time.Duration
+	idle           time.Duration // the latency scenario's step with no writes, before the rates
 	workers        int
 	partitions     int
 	aggregates     int
@@ -79,6 +82,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.pgoutputEvents, "pgoutput-events", 500_000, "backlog rows per round of the pgoutput scenario (pg_recvlogical per pgoutput option set)")
 	flag.StringVar(&rates, "rates", "1000,5000,20000", "load generator rates, events/s (scenario 3)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 20*time.Second, "how long each rate runs")
+	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long the relay stands by with no writes before the rates (scenario 3; 0 skips the step)")
 	flag.IntVar(&o.workers, "workers", 8, "load generator connections")
 	flag.IntVar(&o.partitions, "partitions", 4, "partitions per topic")
 	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate ids (record keys)")
@@ -89,7 +93,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
 	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
 	flag.StringVar(&o.markdown, "md", "", "also write the markdown tables to this file")
-	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s")
+	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s, 10s idle")
 	flag.StringVar(&o.onPublish, "on-publish", "", "--on-publish of the drain and latency runs (scenarios 1-3); empty: the relay's default")
 	var modes string
 	flag.StringVar(&modes, "modes", "mark,delete,none,progress,poll:mark",
@@ -98,7 +102,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&relayArgs, "relay-args", "", "more `walrelay run` flags for every relay, space-separated (e.g. \"--kafka-compression lz4\")")
 	flag.StringVar(&o.peerCmd, "peer-cmd", "", "a peer relay to drain the same backlog in each round (sh -c; PEER_* variables, see internal/bench/peer.go)")
 	flag.StringVar(&o.relayTrace, "relay-trace", "", "write a Go runtime trace of the relay's first 5s of each latency step to this directory (turns on --pprof)")
-	flag.StringVar(&o.relayProfile, "relay-profile", "", "write a CPU profile of the relay's first 3s of each backlog drain to this directory (turns on --pprof)")
+	flag.StringVar(&o.relayProfile, "relay-profile", "", "write CPU profiles of the relay to this directory: the first 3s of each backlog drain, the idle step, the first 10s of each rate without -relay-trace (turns on --pprof)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binaries, relay logs)")
 	flag.Parse()
 	o.relayArgs = strings.Fields(relayArgs)
@@ -116,6 +120,7 @@ func parseFlags() (options, error) {
 			"pgoutput-events": func() { o.pgoutputEvents = 50_000 },
 			"rates":           func() { rates = "1000,5000" },
 			"rate-duration":   func() { o.rateDuration = 5 * time.Second },
+			"idle":            func() { o.idle = 10 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -147,6 +152,8 @@ func parseFlags() (options, error) {
 		return o, errors.New("-workers, -partitions and -aggregates must be positive")
 	case o.payloadBytes < 40:
 		return o, errors.New("-payload-bytes must be at least 40")
+	case o.idle < 0:
+		return o, errors.New("-idle must not be negative")
 	case o.rateDuration <= 0 || o.drainTimeout <= 0:
 		return o, errors.New("-rate-duration and -drain-timeout must be positive")
 	}
@@ -267,7 +274,7 @@ func run(ctx context.Context, opts options) (err error) {
 				return err
 			}
 			progress("[latency] rates %v events/s, %s each, %d connections", opts.rates, opts.rateDuration, opts.workers)
-			res.Latency, err = e.runLatency(ctx, latencyRun)
+			res.Latency, res.Idle, err = e.runLatency(ctx, latencyRun)
 			for _, l := range res.Latency {
 				if l.Held {
 					res.HighestRateHeld = max(res.HighestRateHeld, l.TargetRate)

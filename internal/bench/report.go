@@ -23,6 +23,7 @@ type results struct {
 	Settings        settingsInfo     `json:"settings"`
 	Drain           *drainScenario   `json:"backlog_drain,omitempty"`
 	Latency         []latencyResult  `json:"latency,omitempty"`
+	Idle            *idleResult      `json:"idle,omitempty"`
 	HighestRateHeld int              `json:"highest_rate_held"`
 	Modes           []modeResult     `json:"modes,omitempty"`
 	Pgoutput        []pgoutputResult `json:"pgoutput,omitempty"`
@@ -136,6 +137,7 @@ func writeMarkdown(w io.Writer, r *results) {
 	fmt.Fprintf(w, "Payload %d B JSON, %s aggregates, kfake broker (%d partitions) in its own process; relay: %s.\n\n",
 		r.Settings.PayloadBytes, commas(r.Settings.Aggregates), r.Settings.Partitions, r.Settings.Relay)
 	writeGoals(w, r)
+	writeByLoad(w, r)
 
 	if d := r.Drain; d != nil && len(d.Rounds) > 0 {
 		fmt.Fprintf(w, "### Backlog drain: %s events, %d per transaction, %d round(s)\n\n", commas(d.Events), r.Settings.RowsPerTx, len(d.Rounds))

@@ -21,8 +21,25 @@ const (
 )
 
 // dropSlot drops a replication slot if it exists, waiting up to 30s for the
-// walsender of a client that just stopped to release it.
+// walsender of a client that just stopped to release it, and releases the outbox
+// tables the slot's relay claimed, so that the next scenario's slot may stream them.
 func dropSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
+	if err := dropReplicationSlot(ctx, conn, slot); err != nil {
+		return err
+	}
+	var claims bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('walrelay_table_slots') IS NOT NULL").Scan(&claims); err != nil {
+		return fmt.Errorf("release the tables of slot %s: %w", slot, err)
+	}
+	if claims {
+		if _, err := conn.Exec(ctx, "DELETE FROM walrelay_table_slots WHERE slot_name = $1", slot); err != nil {
+			return fmt.Errorf("release the tables of slot %s: %w", slot, err)
+		}
+	}
+	return nil
+}
+
+func dropReplicationSlot(ctx context.Context, conn *pgx.Conn, slot string) error {
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		var active bool
 		err := conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// idleResult is the relay streaming with no writes: what it costs to stand by.
+type idleResult struct {
+	Seconds          float64 `json:"seconds"`
+	RelayCPUms       float64 `json:"relay_cpu_ms"`
+	RelayCPUmsPerS   float64 `json:"relay_cpu_ms_per_second"`
+	WalsenderCPUms   float64 `json:"walsender_cpu_ms"`
+	PostgresCPUms    float64 `json:"postgres_cpu_ms"` // the whole server's, the relay's statements included
+	RSSKiB           int64   `json:"rss_kib"`
+	ConfirmedMoved   bool    `json:"confirmed_moved"` // the slot's confirmed LSN advanced with the server's WAL
+	Ready            bool    `json:"ready"`           // /readyz answered 200 at the end
+	MachineBusy      float64 `json:"machine_busy_fraction"`
+	ProfileWrittenTo string  `json:"profile,omitempty"`
+}
+
+// measureIdle lets the relay stand by for d with no writes and reads its CPU (utime +
+// stime), the walsender's and the server's, and its resident memory at the end. It
+// also checks that standing by kept the health signals true: /readyz still answers
+// 200 and the slot's lag did not grow past the WAL the server wrote meanwhile.
+func (e *env) measureIdle(ctx context.Context, rp *relayProc, mon *pgx.Conn, slot string, d time.Duration) (idleResult, error) {
+	res := idleResult{Seconds: d.Seconds()}
+	lag0, err := slotLag(ctx, mon, slot)
+	if err != nil {
+		return res, err
+	}
+	wsPID := walsenderPID(ctx, mon, slot)
+	cpu0, _ := cpuSeconds(rp.pid())
+	ws0, _ := cpuSeconds(wsPID)
+	pg0 := e.postgresCPU()
+	machine := readMachineCPU()
+
+	profiled := make(chan struct{})
+	if e.opts.relayProfile != "" {
+		path := filepath.Join(e.opts.relayProfile, "relay-idle.pprof")
+		go func() {
+			defer close(profiled)
+			if err := rp.profile(ctx, path, d); err != nil {
+				progress("  relay profile: %v", err)
+				return
+			}
+			res.ProfileWrittenTo = path
+		}()
+	} else {
+		close(profiled)
+	}
+	if err := pause(ctx, d); err != nil {
+		return res, err
+	}
+	<-profiled
+	cpu1, _ := cpuSeconds(rp.pid())
+	ws1, _ := cpuSeconds(wsPID)
+	res.RelayCPUms = (cpu1 - cpu0) * 1e3
+	res.RelayCPUmsPerS = res.RelayCPUms / d.Seconds()
+	if wsPID != 0 {
+		res.WalsenderCPUms = (ws1 - ws0) * 1e3
+	}
+	res.PostgresCPUms = (e.postgresCPU() - pg0) * 1e3
+	res.MachineBusy = machine.busySince()
+	res.RSSKiB, _ = statusKB(rp.pid(), "VmRSS")
+	lag1, err := slotLag(ctx, mon, slot)
+	if err != nil {
+		return res, err
+	}
+	res.ConfirmedMoved = lag1 <= max(lag0, 64<<10)
+	res.Ready = rp.waitReady(ctx, time.Second) == nil
+	progress("  idle %s: relay CPU %.0f ms (%.2f ms/s), walsender %.0f ms, PostgreSQL %.0f ms, RSS %s, slot lag %s -> %s, ready %v",
+		d, res.RelayCPUms, res.RelayCPUmsPerS, res.WalsenderCPUms, res.PostgresCPUms,
+		bytesIEC(res.RSSKiB<<10), bytesIEC(lag0), bytesIEC(lag1), res.Ready)
+	if !res.Ready {
+		return res, fmt.Errorf("idle: the relay was not ready after %s with no writes; relay log: %s", d, rp.logPath)
+	}
+	return res, nil
+}
