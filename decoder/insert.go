@@ -195,6 +195,7 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, tupl
 		AggregateID:   str(spans[fieldAggregateID]),
 		EventType:     str(spans[fieldEventType]),
 		CreatedAt:     createdAt,
+		PayloadType:   rel.payloadType,
 	}
 	if len(rel.placedPos) > 0 {
 		fillPlaced(rel, tuple, ev, str)

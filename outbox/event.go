@@ -33,6 +33,9 @@ type Event struct {
 	// publishes a record with a null value (a tombstone), the other sinks an empty
 	// body with a tombstone header.
 	NullPayload bool
+	// PayloadType is the payload column's type: "jsonb", "json", "text" or "bytea"
+	// ("" is text). Converters that write JSON need it (package record).
+	PayloadType string
 }
 
 // Header is one record header.

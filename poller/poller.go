@@ -307,6 +307,7 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 		var x dueRow
 		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts, &x.position)
 		ev.TopicTemplate, ev.Table = p.cfg.TopicTemplate, p.cfg.Table
+		ev.PayloadType = p.cfg.Shape.PayloadType
 		x.ev = ev
 		if bad != nil {
 			unpublishable = append(unpublishable, Failure{Event: &outbox.Event{ID: ev.ID}, Err: bad,
