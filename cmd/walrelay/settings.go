@@ -15,6 +15,7 @@ import (
 
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
 	"github.com/walrelay/walrelay/sink/sqs"
@@ -123,6 +124,22 @@ func newSettings() *settings {
 		dur("event-timeout", "how long an event may fail with retriable errors before the session restarts (0: never)", &b.Kafka.EventTimeout),
 		size("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
+		{name: "key-converter", usage: "how the record key is written, as Kafka Connect's key.converter: string (the aggregate id as it is), " +
+			"json (JsonConverter: a JSON string) or bytearray", def: "string",
+			set: func(v string) error { return setConverter(v, &b.Kafka.Format.KeyConverter) }},
+		{name: "key-converter-schemas-enable", usage: "json key converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.KeySchemas) }},
+		{name: "value-converter", usage: "how the record value is written, as Kafka Connect's value.converter: string (the payload as it is), " +
+			"json (JsonConverter: text and json payloads as a JSON string, bytea as base64, NULL as null) or bytearray", def: "string",
+			set: func(v string) error { return setConverter(v, &b.Kafka.Format.ValueConverter) }},
+		{name: "value-converter-schemas-enable", usage: "json value converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ValueSchemas) }},
+		{name: "tombstone-on-empty-payload", usage: "publish a NULL, empty or blank payload as a tombstone whatever the converter " +
+			"(Debezium's route.tombstone.on.empty.payload); otherwise only the string and bytearray converters make NULL a tombstone",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.TombstoneOnEmpty) }},
+		{name: "record-timestamp", usage: "the Kafka record timestamp: publish (the time walrelay publishes) or created-at " +
+			"(column-created-at, Debezium's table.field.event.timestamp)", def: "publish",
+			set: func(v string) error { return setRecordTimestamp(v, &b.Kafka.Format.EventTimestamp) }},
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
@@ -208,6 +225,27 @@ func parseBool(v string, p *bool) error {
 		return fmt.Errorf("want true or false, got %q", v)
 	}
 	*p = b
+	return nil
+}
+
+func setConverter(v string, p *record.Converter) error {
+	c, err := record.ParseConverter(v)
+	if err != nil {
+		return err
+	}
+	*p = c
+	return nil
+}
+
+func setRecordTimestamp(v string, eventTime *bool) error {
+	switch v {
+	case "publish":
+		*eventTime = false
+	case "created-at":
+		*eventTime = true
+	default:
+		return fmt.Errorf("want publish or created-at, got %q", v)
+	}
 	return nil
 }
 
