@@ -48,17 +48,17 @@ var routerColumns = [][2]string{
 
 // unsupportedReasons says why a known Debezium option has no walrelay setting.
 var unsupportedReasons = map[string]string{
-	"route.topic.regex":                "walrelay routes by the aggregate type column, not by a regular expression",
-	"tracing.operation.name":           "walrelay reads the trace context from the column and creates no span of its own for it",
-	"tracing.with.context.field.only":  "walrelay reads the trace context from the column and creates no span of its own for it",
-	"snapshot.mode":                    "a new slot's catch-up pass publishes the rows not yet processed",
-	"plugin.name":                      "walrelay decodes with pgoutput only",
-	"topic.prefix":                     "only names topics of change events, which walrelay does not publish",
-	"database.server.name":             "only names topics of change events, which walrelay does not publish",
-	"tasks.max":                        "walrelay runs one relay per slot",
-	"name":                             "the Kafka Connect connector name",
-	"table.field.event.payload.id":     "removed from the router; the key is column-aggregate-id",
-	"table.op.invalid.behavior":        "walrelay reads inserts only",
+	"route.topic.regex":               "walrelay routes by the aggregate type column, not by a regular expression",
+	"tracing.operation.name":          "walrelay reads the trace context from the column and creates no span of its own for it",
+	"tracing.with.context.field.only": "walrelay reads the trace context from the column and creates no span of its own for it",
+	"snapshot.mode":                   "a new slot's catch-up pass publishes the rows not yet processed",
+	"plugin.name":                     "walrelay decodes with pgoutput only",
+	"topic.prefix":                    "only names topics of change events, which walrelay does not publish",
+	"database.server.name":            "only names topics of change events, which walrelay does not publish",
+	"tasks.max":                       "walrelay runs one relay per slot",
+	"name":                            "the Kafka Connect connector name",
+	"table.field.event.payload.id":    "removed from the router; the key is column-aggregate-id",
+	"table.op.invalid.behavior":       "walrelay reads inserts only",
 }
 
 func importDebeziumCommand() *cobra.Command {
