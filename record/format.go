@@ -25,6 +25,9 @@ type Format struct {
 	// timestamp (the router's table.field.event.timestamp); otherwise it is the time
 	// of publishing, as Debezium's is the time the connector read the change.
 	EventTimestamp bool
+	// IDHeaderOnly leaves out walrelay's own headers but id, as Debezium's router
+	// sets only that one; headers placed from columns (outbox.Event.Headers) follow.
+	IDHeaderOnly bool
 }
 
 // Validate checks the converters; schemas need the JSON converter.

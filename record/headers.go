@@ -18,15 +18,19 @@ const OwnHeaders = 5
 // CreatedLen is room enough for created_at in RFC 3339 with nanoseconds.
 const CreatedLen = len(time.RFC3339Nano) + 8
 
-// Own are walrelay's own headers of e, in order: id (the deduplication key),
-// event_type, aggregate_type, aggregate_id and created_at (RFC 3339, UTC, written
-// into created). The event's own headers (outbox.Event.Headers) follow them.
-func Own(e *outbox.Event, created *[CreatedLen]byte) [OwnHeaders]Header {
+// Own are walrelay's own headers of e, the first n of hs: id (the deduplication
+// key), then, unless the format asks for the id alone as Debezium's router writes
+// it, event_type, aggregate_type, aggregate_id and created_at (RFC 3339, UTC,
+// written into created). The event's own headers (outbox.Event.Headers) follow them.
+func (f *Format) Own(e *outbox.Event, created *[CreatedLen]byte) (hs [OwnHeaders]Header, n int) {
+	if f.IDHeaderOnly {
+		return [OwnHeaders]Header{{Key: "id", Value: bytesOf(e.ID)}}, 1
+	}
 	return [OwnHeaders]Header{
 		{Key: "id", Value: bytesOf(e.ID)},
 		{Key: "event_type", Value: bytesOf(e.EventType)},
 		{Key: "aggregate_type", Value: bytesOf(e.AggregateType)},
 		{Key: "aggregate_id", Value: bytesOf(e.AggregateID)},
 		{Key: "created_at", Value: e.CreatedAt.UTC().AppendFormat(created[:0], time.RFC3339Nano)},
-	}
+	}, OwnHeaders
 }

@@ -282,7 +282,8 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 	b.WriteString("# Like Debezium, progress writes nothing per published row; retention lets walrelay delete old ones.\n")
 	line(&b, "on-publish", "progress")
 	// Record settings, written ahead of the tables: they are not per table.
-	var globals [][2]string
+	// Debezium's router sets the id header alone; placed headers follow it.
+	globals := [][2]string{{"record-headers", "debezium"}}
 	convs := map[string]string{}
 	for _, side := range []string{"key", "value"} {
 		conv, schemas := converter(&b, side, props, worker, used, differs)

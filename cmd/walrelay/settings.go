@@ -137,8 +137,11 @@ func newSettings() *settings {
 		{name: "tombstone-on-empty-payload", usage: "publish a NULL, empty or blank payload as a tombstone whatever the converter " +
 			"(Debezium's route.tombstone.on.empty.payload); otherwise only the string and bytearray converters make NULL a tombstone",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.TombstoneOnEmpty) }},
+		{name: "record-headers", usage: "walrelay's own record headers: walrelay (id, event_type, aggregate_type, aggregate_id, created_at) " +
+			"or debezium (id alone, as Debezium's outbox router); column-headers follow either", def: "walrelay",
+			set: func(v string) error { return setRecordHeaders(v, &b.Kafka.Format.IDHeaderOnly) }},
 		{name: "record-timestamp", usage: "the Kafka record timestamp: publish (the time walrelay publishes) or created-at " +
-			"(column-created-at, Debezium's table.field.event.timestamp)", def: "publish",
+			"(column-created-at, Debezium's table.field.event.timestamp; event-timeout then does not apply)", def: "publish",
 			set: func(v string) error { return setRecordTimestamp(v, &b.Kafka.Format.EventTimestamp) }},
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
@@ -234,6 +237,18 @@ func setConverter(v string, p *record.Converter) error {
 		return err
 	}
 	*p = c
+	return nil
+}
+
+func setRecordHeaders(v string, idOnly *bool) error {
+	switch v {
+	case "walrelay":
+		*idOnly = false
+	case "debezium":
+		*idOnly = true
+	default:
+		return fmt.Errorf("want walrelay or debezium, got %q", v)
+	}
 	return nil
 }
 

@@ -55,7 +55,9 @@ type Config struct {
 	// EventTimeout is how long one record may keep failing with retriable errors
 	// before franz-go gives up on it and on the rest of its partition. That is an
 	// outage of the partition, not a failure of the event: the error is a plain
-	// one, whatever other partitions do meanwhile. 0: retry for ever.
+	// one, whatever other partitions do meanwhile. 0: retry for ever, as also with
+	// Format.EventTimestamp (franz-go counts the timeout from the record's
+	// timestamp); the relay's stall detection still reports a partition that stays down.
 	EventTimeout time.Duration
 	// ProgressTopic is the compacted topic where exactly-once delivery keeps stream
 	// positions (see OpenStream).
@@ -181,7 +183,9 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 	if cfg.MaxMessageBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)))
 	}
-	if cfg.EventTimeout > 0 {
+	// franz-go measures a record's delivery timeout from its timestamp: a record
+	// stamped with its event's creation time would time out before it is sent.
+	if cfg.EventTimeout > 0 && !cfg.Format.EventTimestamp {
 		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.EventTimeout))
 	}
 	opts = append(opts, secOpts...)
@@ -222,10 +226,11 @@ func newRecord(topic sink.Template, topics *topicCache, f *rec.Format, e *outbox
 	r.done = done
 	// Always set: franz-go would read the clock for it otherwise.
 	r.Timestamp = f.Timestamp(e, time.Now())
-	for i, h := range rec.Own(e, &r.created) {
+	own, n := f.Own(e, &r.created)
+	for i, h := range own[:n] {
 		r.headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
-	r.Headers = r.headers[:ownHeaders]
+	r.Headers = r.headers[:n]
 	for _, h := range e.Headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: bytesOf(h.Value)})
 	}
