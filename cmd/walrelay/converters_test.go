@@ -212,4 +212,3 @@ func deref(s *string) string {
 	}
 	return *s
 }
-
