@@ -32,7 +32,8 @@ const (
 // converter Debezium users run, then the relay on its YAML, over Debezium's outbox
 // table (PostgreSQL -> walrelay -> Kafka protocol), and compares every record's
 // topic, partition, key, value, headers and timestamp byte for byte with what
-// Debezium's router and Kafka's converters write for the same rows. The partition
+// Debezium's router and Kafka's converters write for the same rows, from the stream
+// and again from poll mode. The partition
 // is Kafka's default partitioner on the key's bytes as written (franz-go's
 // StickyKeyPartitioner hashes keys with Kafka's murmur2), so JsonConverter's quoted
 // keys land where Debezium's did.
@@ -167,6 +168,21 @@ func TestDebeziumConverters(t *testing.T) {
 				t.Fatalf("consumed %d distinct events, want %d", consumer.Distinct(), len(rows))
 			}
 			relay.stop(15 * time.Second)
+			// Poll mode publishes the same rows again (the stream left them unmarked);
+			// its records, read with the table's types, must be the stream's.
+			streamed := len(consumer.Records)
+			poll := startProc(t, "poller", append(env, "WALRELAY_MODE=poll", "WALRELAY_ON_PUBLISH=mark"), "run")
+			if !consumer.WaitFor(60*time.Second, func() bool {
+				for _, id := range ids {
+					if consumer.Count(id) < 2 {
+						return false
+					}
+				}
+				return true
+			}) {
+				t.Fatalf("poll mode published %d records, want the %d events again", len(consumer.Records)-streamed, len(rows))
+			}
+			poll.stop(15 * time.Second)
 
 			hash := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
 			partition := func(key string) int32 { return int32(hash.Partition(&kgo.Record{Key: []byte(key)}, 3)) }
