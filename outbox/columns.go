@@ -74,7 +74,7 @@ func (c Columns) Validate() error {
 		optional      bool
 	}{
 		{"column-id", c.ID, false}, {"column-aggregate-type", c.AggregateType, false},
-		{"column-aggregate-id", c.AggregateID, false}, {"column-event-type", c.EventType, false},
+		{"column-aggregate-id", c.AggregateID, false}, {"column-event-type", c.EventType, true},
 		{"column-payload", c.Payload, false}, {"column-created-at", c.CreatedAt, true},
 		{"column-partition", c.Partition, true}, {"column-trace", c.Trace, true},
 	} {

@@ -126,7 +126,7 @@ func selectQuery(shape outbox.Shape, pollOnly bool) string {
 	}
 	return `WITH candidates AS (
 		SELECT o.` + c.id + ` AS id, o.` + c.aggType + ` AS aggregate_type, o.` + c.aggID + ` AS aggregate_id,
-			o.` + c.eventType + ` AS event_type, o.` + c.payload + ` AS payload` + created + placed + `, o.attempts, o.ctid AS position
+			` + c.eventTypeExpr("o.") + ` AS event_type, o.` + c.payload + ` AS payload` + created + placed + `, o.attempts, o.ctid AS position
 		FROM ` + table + ` o WHERE ` + due("o") + `
 		ORDER BY ` + c.order("o.") + `
 		LIMIT $1

@@ -25,10 +25,14 @@ func setupErrorf(format string, args ...any) error {
 }
 
 // RequiredColumns are the outbox columns the relay reads, with the setting that
-// names each: created_at only when cols names one.
+// names each: the event type and created_at only when cols names them.
 func RequiredColumns(cols outbox.Columns) []struct{ Setting, Name string } {
 	req := []struct{ Setting, Name string }{{"column-id", cols.ID}, {"column-aggregate-type", cols.AggregateType},
-		{"column-aggregate-id", cols.AggregateID}, {"column-event-type", cols.EventType}, {"column-payload", cols.Payload}}
+		{"column-aggregate-id", cols.AggregateID}}
+	if cols.EventType != "" {
+		req = append(req, struct{ Setting, Name string }{"column-event-type", cols.EventType})
+	}
+	req = append(req, struct{ Setting, Name string }{"column-payload", cols.Payload})
 	if cols.CreatedAt != "" {
 		req = append(req, struct{ Setting, Name string }{"column-created-at", cols.CreatedAt})
 	}

@@ -29,7 +29,6 @@ const (
 var routerDefaults = map[string]string{
 	"table.field.event.id":       "id",
 	"table.field.event.key":      "aggregateid",
-	"table.field.event.type":     "type",
 	"table.field.event.payload":  "payload",
 	"route.by.field":             "aggregatetype",
 	"route.topic.replacement":    "outbox.event.${routedByValue}",
@@ -318,7 +317,17 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 	}
 	var fields [][2]string
 	for _, rc := range routerColumns {
-		fields = append(fields, [2]string{rc[1], opt(rc[0])})
+		v := opt(rc[0])
+		if rc[0] == "table.field.event.type" {
+			// The router never reads the type column (EventRouterDelegate), so a table
+			// may lack it; walrelay reads one only where the connector names it.
+			if _, set := props["transforms."+router+".table.field.event.type"]; !set || router == "" {
+				b.WriteString("# table.field.event.type: not set, and Debezium reads no type column; set column-event-type to one\n" +
+					"# for walrelay's event_type header, metrics label and {event_type}\n")
+				v = ""
+			}
+		}
+		fields = append(fields, [2]string{rc[1], v})
 	}
 	if v := opt("table.fields.additional.placement"); v != "" {
 		headers, partition, notes, envelope := placement(v)

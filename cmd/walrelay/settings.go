@@ -90,7 +90,7 @@ func newSettings() *settings {
 		str("column-id", "the table's event id column (uuid, text or bigint): the id header, for deduplication", &c.Columns.ID),
 		str("column-aggregate-type", "the table's aggregate type column (topic template's {aggregate_type})", &c.Columns.AggregateType),
 		str("column-aggregate-id", "the table's aggregate id column: the record key, so one aggregate keeps its order", &c.Columns.AggregateID),
-		str("column-event-type", "the table's event type column (topic template's {event_type})", &c.Columns.EventType),
+		str("column-event-type", "the table's event type column (topic template's {event_type}, the event_type header; empty: none)", &c.Columns.EventType),
 		str("column-payload", "the table's payload column (jsonb, json, text or bytea): the record value", &c.Columns.Payload),
 		str("column-created-at", "the table's creation time column (timestamptz or timestamp; empty: none, the commit time is used)", &c.Columns.CreatedAt),
 		{name: "column-headers", usage: "columns published as record headers, comma-separated column or column:header (e.g. tenant_id:tenant); NULL leaves the header out", kind: kindList,
