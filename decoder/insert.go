@@ -232,6 +232,17 @@ func fillPlaced(rel *relation, tuple []span, ev *outbox.Event, str func(span) st
 			continue
 		}
 		s := tuple[pos]
+		if pc.kind == placedEnvelope {
+			if ev.Envelope == nil {
+				ev.Envelope = make([]outbox.Field, 0, len(rel.t.placed)-k)
+			}
+			f := outbox.Field{Key: pc.header, Null: s.kind != 't' && s.kind != 'b'}
+			if !f.Null {
+				f.Value = str(s)
+			}
+			ev.Envelope = append(ev.Envelope, f)
+			continue
+		}
 		if s.kind != 't' && s.kind != 'b' {
 			continue // NULL: no header, no partition, no trace
 		}

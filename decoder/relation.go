@@ -67,6 +67,7 @@ const (
 	placedHeader placedKind = iota
 	placedPartition
 	placedTrace // optional: the table may lack it
+	placedEnvelope
 )
 
 // placedOf lists c's placed columns in outbox.Columns.Placed order.
@@ -80,6 +81,9 @@ func placedOf(c outbox.Columns) []placed {
 	}
 	if c.Trace != "" {
 		out = append(out, placed{column: c.Trace, kind: placedTrace})
+	}
+	for _, f := range c.Envelope {
+		out = append(out, placed{column: f.Column, header: f.Key(), kind: placedEnvelope})
 	}
 	return out
 }

@@ -78,10 +78,16 @@ const keySchemaPrefix = `{"schema":{"type":"string","optional":false},"payload":
 // tombstone; other sinks mark it with a header). With the String and ByteArray
 // converters it is the payload's own bytes, not a copy.
 func (f *Format) Value(e *outbox.Event) (value []byte, tombstone bool) {
-	if e.NullPayload || (f.TombstoneOnEmpty && blank(e.Payload)) {
-		if f.TombstoneOnEmpty || f.ValueConverter != JSON {
-			return nil, true
-		}
+	if f.TombstoneOnEmpty && (e.NullPayload || blank(e.Payload)) {
+		return nil, true
+	}
+	if len(e.Envelope) > 0 {
+		// The router's value is then a struct of the payload and the envelope
+		// fields, never null (EventRouterDelegate: onlyHeadersInOutputMessage).
+		return f.envelopeValue(e), false
+	}
+	if e.NullPayload && f.ValueConverter != JSON {
+		return nil, true
 	}
 	if f.ValueConverter != JSON {
 		if e.Payload == nil {

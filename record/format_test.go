@@ -108,3 +108,36 @@ func TestValidate(t *testing.T) {
 		t.Error("avro accepted")
 	}
 }
+
+// The router's value with envelope fields: a struct of payload and the fields
+// (EventRouterDelegate: structValue.put(ENVELOPE_PAYLOAD, payload) then each
+// additional field's alias). JsonConverter writes it as an object in field order
+// with NULL as null; StringConverter writes Kafka's Struct.toString
+// (connect/api Struct.java: Struct{name=value,...}, NULL fields left out).
+func TestEnvelope(t *testing.T) {
+	e := &outbox.Event{AggregateID: "1", Payload: []byte(`{"n": 1}`), PayloadType: "jsonb",
+		Envelope: []outbox.Field{{Key: "eventType", Value: "OrderCreated"}, {Key: "audit", Null: true}}}
+	null := &outbox.Event{AggregateID: "1", NullPayload: true, PayloadType: "jsonb",
+		Envelope: []outbox.Field{{Key: "eventType", Value: "OrderDeleted"}}}
+	for _, tc := range []struct {
+		name      string
+		f         record.Format
+		e         *outbox.Event
+		value     string
+		tombstone bool
+	}{
+		{"json", record.Format{ValueConverter: record.JSON}, e, `{"payload":"{\"n\": 1}","eventType":"OrderCreated","audit":null}`, false},
+		{"json null payload", record.Format{ValueConverter: record.JSON}, null, `{"payload":null,"eventType":"OrderDeleted"}`, false},
+		{"string", record.Format{}, e, `Struct{payload={"n": 1},eventType=OrderCreated}`, false},
+		// A struct is not null: without the tombstone option a NULL payload is not a tombstone.
+		{"string null payload", record.Format{}, null, `Struct{eventType=OrderDeleted}`, false},
+		{"tombstone", record.Format{TombstoneOnEmpty: true}, null, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, tomb := tc.f.Value(tc.e)
+			if tomb != tc.tombstone || (!tomb && string(v) != tc.value) {
+				t.Errorf("value %s (tombstone %v), want %s (tombstone %v)", v, tomb, tc.value, tc.tombstone)
+			}
+		})
+	}
+}

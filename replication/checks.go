@@ -328,6 +328,12 @@ func DescribeTable(ctx context.Context, q Querier, table string, cols outbox.Col
 				"or take it out of column-headers", table, h.Column, h.Key())
 		}
 	}
+	for _, f := range cols.Envelope {
+		if _, ok := have[f.Column]; !ok {
+			return shape, setupErrorf("table %s lacks column %q, which column-envelope places as field %q; add the column "+
+				"or take it out of column-envelope", table, f.Column, f.Key())
+		}
+	}
 	if cols.Partition != "" {
 		if _, ok := have[cols.Partition]; !ok {
 			return shape, setupErrorf("table %s lacks column %q (set by column-partition); add the column or leave column-partition empty",

@@ -128,6 +128,40 @@ func TestDebeziumConverters(t *testing.T) {
 			},
 			jsonKeys: true,
 		},
+		{
+			// type:envelope:eventType (EventRouterTest's placement): the value is the
+			// router's struct of payload and eventType, written by JsonConverter as an
+			// object in field order; a NULL payload is a null field, not a tombstone.
+			name:    "json-envelope",
+			worker:  demoWorker,
+			options: `, "transforms.outbox.table.field.event.type": "type", "transforms.outbox.table.fields.additional.placement": "type:envelope:eventType"`,
+			key:     func(id string) string { return `"` + id + `"` },
+			value: func(p *string) *string {
+				payload := "null"
+				switch {
+				case p == nil:
+				case *p == routerDocument:
+					payload = routerQuoted
+				default:
+					payload = `"` + strings.ReplaceAll(*p, `"`, `\"`) + `"`
+				}
+				return ptr(`{"payload":` + payload + `,"eventType":"OrderCreated"}`)
+			},
+			jsonKeys: true,
+		},
+		{
+			// StringConverter writes the struct as Kafka's Struct.toString does.
+			name: "string-envelope",
+			options: `, "key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+				"transforms.outbox.table.fields.additional.placement": "type:envelope:eventType"`,
+			key: func(id string) string { return id },
+			value: func(p *string) *string {
+				if p == nil {
+					return ptr("Struct{eventType=OrderCreated}")
+				}
+				return ptr("Struct{payload=" + *p + ",eventType=OrderCreated}")
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -334,9 +334,30 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 		for _, n := range notes {
 			b.WriteString("# table.fields.additional.placement " + n + "\n")
 		}
+		var fieldsOf []outbox.HeaderColumn
 		for _, e := range envelope {
-			differs(&b, "transforms."+router+".table.fields.additional.placement", e,
-				"walrelay publishes the payload as the value, with no envelope around it")
+			parts := strings.Split(e, ":")
+			f := outbox.HeaderColumn{Column: strings.TrimSpace(parts[0])}
+			if len(parts) == 3 {
+				f.Header = strings.TrimSpace(parts[2])
+			}
+			fieldsOf = append(fieldsOf, f)
+		}
+		if len(fieldsOf) > 0 {
+			valueConv, valueSchemas := convs["value"], false
+			for _, g := range globals {
+				valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
+			}
+			switch {
+			case valueConv == "bytearray" || valueSchemas || opt("table.expand.json.payload") == "true":
+				for _, e := range envelope {
+					differs(&b, "transforms."+router+".table.fields.additional.placement", e,
+						"walrelay writes an envelope with value-converter json without schemas, or string, "+
+							"around the payload as it is, not an expanded one")
+				}
+			default:
+				fields = append(fields, [2]string{"column-envelope", outbox.FormatHeaderColumns(fieldsOf)})
+			}
 		}
 		if headers != "" {
 			fields = append(fields, [2]string{"column-headers", headers})

@@ -183,8 +183,11 @@ func TestImportDebeziumConverters(t *testing.T) {
 		{"router", base + `, "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
 			"transforms.outbox.route.tombstone.on.empty.payload": "true", "transforms.outbox.table.field.event.timestamp": "ts",
 			"transforms.outbox.route.topic.regex": "(.*)", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
-			[]string{"tombstone-on-empty-payload: \"true\"\n", "record-timestamp: created-at\n", "column-created-at: ts\n"},
-			[]string{"transforms.outbox.table.fields.additional.placement=a:envelope:b", "transforms.outbox.route.topic.regex=(.*)"}},
+			[]string{"tombstone-on-empty-payload: \"true\"\n", "record-timestamp: created-at\n", "column-created-at: ts\n", "column-envelope: a:b\n"},
+			[]string{"transforms.outbox.route.topic.regex=(.*)"}},
+		{"envelope with schemas", base + `, "value.converter": "org.apache.kafka.connect.json.JsonConverter", "transforms": "outbox",
+			"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
+			[]string{"value-converter: json\n"}, []string{"transforms.outbox.table.fields.additional.placement=a:envelope:b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, diffs, err := importDebezium(tc.name, []byte(tc.connector), tc.worker)

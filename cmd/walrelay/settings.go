@@ -95,6 +95,9 @@ func newSettings() *settings {
 		str("column-created-at", "the table's creation time column (timestamptz or timestamp; empty: none, the commit time is used)", &c.Columns.CreatedAt),
 		{name: "column-headers", usage: "columns published as record headers, comma-separated column or column:header (e.g. tenant_id:tenant); NULL leaves the header out", kind: kindList,
 			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Headers) }},
+		{name: "column-envelope", usage: "columns placed in the record value beside the payload, comma-separated column or column:field " +
+			"(Debezium's col:envelope:alias): the value becomes {\"payload\":…,\"field\":…} with value-converter json, Struct{payload=…,field=…} with string (Kafka only)", kind: kindList,
+			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Envelope) }},
 		str("column-partition", "column whose value is the Kafka partition of the record (empty: none; NULL: the key hash decides)", &c.Columns.Partition),
 		str("column-trace", "trace context column (W3C traceparent or Debezium's tracingspancontext), read only where the table has it; empty: none", &c.Columns.Trace),
 		str("slot", "logical replication slot name", &c.Slot),
@@ -161,6 +164,28 @@ func newSettings() *settings {
 		str("log-format", "json or text", &s.logFormat),
 	}
 	return s
+}
+
+// checkEnvelope refuses envelope columns where walrelay cannot write the router's
+// struct as Connect would: another sink than Kafka, the JSON converter with schemas
+// (the struct's schema is named after the connector's topic prefix), the bytearray
+// converter (Connect's refuses a struct).
+func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
+	for _, t := range tables {
+		if len(t.Columns.Envelope) == 0 {
+			continue
+		}
+		switch {
+		case sc.Kind != sinks.Kafka:
+			return fmt.Errorf("column-envelope (table %s) shapes Kafka record values; with --sink %s leave it empty", t.Table, sc.Kind)
+		case sc.Kafka.Format.ValueConverter == record.ByteArray:
+			return fmt.Errorf("column-envelope (table %s) needs value-converter json or string: a struct has no bytes of its own", t.Table)
+		case sc.Kafka.Format.ValueSchemas:
+			return fmt.Errorf("column-envelope (table %s) with value-converter-schemas-enable is not supported; "+
+				"set value-converter-schemas-enable false or leave column-envelope empty", t.Table)
+		}
+	}
+	return nil
 }
 
 func setHeaderColumns(v string, p *[]outbox.HeaderColumn) error {
@@ -403,7 +428,7 @@ func (s *settings) names() []string {
 
 // tableKeys are the keys of an entry of the file's tables list.
 var tableKeys = []string{"table", "column-id", "column-aggregate-type", "column-aggregate-id", "column-event-type",
-	"column-payload", "column-created-at", "column-headers", "column-partition", "column-trace", "topic-template"}
+	"column-payload", "column-created-at", "column-headers", "column-envelope", "column-partition", "column-trace", "topic-template"}
 
 // parseTables reads the file's tables list: several outbox tables streamed through one
 // slot, each a map of tableKeys. Columns not named are the article's (walrelay's own
@@ -426,12 +451,16 @@ func parseTables(raw any) ([]relay.TableConfig, error) {
 			"column-created-at": &t.Columns.CreatedAt, "topic-template": &t.TopicTemplate,
 			"column-partition": &t.Columns.Partition, "column-trace": &t.Columns.Trace}
 		for key, v := range entry {
-			if key == "column-headers" {
+			if key == "column-headers" || key == "column-envelope" {
 				text := ""
 				if v != nil {
 					text = yamlString(v)
 				}
-				if err := setHeaderColumns(text, &t.Columns.Headers); err != nil {
+				dst := &t.Columns.Headers
+				if key == "column-envelope" {
+					dst = &t.Columns.Envelope
+				}
+				if err := setHeaderColumns(text, dst); err != nil {
 					return nil, fmt.Errorf("entry %d: %w", i+1, err)
 				}
 				continue
@@ -517,7 +546,8 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 			}
 		}
 	}
-	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, s.checkSQS(cfg)); err != nil {
+	envelope := checkEnvelope(s.sinks, cfg.OutboxTables())
+	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, envelope, s.checkSQS(cfg)); err != nil {
 		return cfg, err
 	}
 	s.logStartup(logger, cfg)
