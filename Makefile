@@ -74,6 +74,7 @@ test-race: setup
 # each rate, the backlog), drain, latency, modes and pgoutput options (BENCHMARKS.md).
 bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
+	$(GO) test -run XXX -bench . -benchmem ./record/
 	$(GO) test -run XXX -bench OnPublish -benchtime 20000x ./relay/
 	$(GO) test -run XXX -bench TablelessOutbox -benchtime 50000x ./relay/
 	$(GO) test -run XXX -bench Drain -benchtime 20000x ./sink/sqs/

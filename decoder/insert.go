@@ -195,6 +195,7 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, tupl
 		AggregateID:   str(spans[fieldAggregateID]),
 		EventType:     str(spans[fieldEventType]),
 		CreatedAt:     createdAt,
+		PayloadType:   rel.payloadType,
 	}
 	if len(rel.placedPos) > 0 {
 		fillPlaced(rel, tuple, ev, str)
@@ -231,6 +232,17 @@ func fillPlaced(rel *relation, tuple []span, ev *outbox.Event, str func(span) st
 			continue
 		}
 		s := tuple[pos]
+		if pc.kind == placedEnvelope {
+			if ev.Envelope == nil {
+				ev.Envelope = make([]outbox.Field, 0, len(rel.t.placed)-k)
+			}
+			f := outbox.Field{Key: pc.header, Null: s.kind != 't' && s.kind != 'b'}
+			if !f.Null {
+				f.Value = str(s)
+			}
+			ev.Envelope = append(ev.Envelope, f)
+			continue
+		}
 		if s.kind != 't' && s.kind != 'b' {
 			continue // NULL: no header, no partition, no trace
 		}

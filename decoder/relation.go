@@ -48,6 +48,8 @@ func (t *target) fieldOf(name []byte) int8 {
 // Type OIDs that change how a column's text is read.
 const (
 	oidBytea       = 17
+	oidJSON        = 114
+	oidJSONB       = 3802
 	oidTimestamp   = 1114 // without time zone: read as UTC
 	oidTimestamptz = 1184
 )
@@ -65,6 +67,7 @@ const (
 	placedHeader placedKind = iota
 	placedPartition
 	placedTrace // optional: the table may lack it
+	placedEnvelope
 )
 
 // placedOf lists c's placed columns in outbox.Columns.Placed order.
@@ -78,6 +81,9 @@ func placedOf(c outbox.Columns) []placed {
 	}
 	if c.Trace != "" {
 		out = append(out, placed{column: c.Trace, kind: placedTrace})
+	}
+	for _, f := range c.Envelope {
+		out = append(out, placed{column: f.Column, header: f.Key(), kind: placedEnvelope})
 	}
 	return out
 }
@@ -111,6 +117,8 @@ type relation struct {
 	err *SchemaError
 	// payloadBytea: the payload arrives as bytea's hex text (\x...) and is decoded.
 	payloadBytea bool
+	// payloadType is the payload column's type as outbox.Event.PayloadType names it.
+	payloadType string
 	// createdAtLocal: created_at is a timestamp without time zone, taken as UTC.
 	createdAtLocal bool
 }
@@ -197,6 +205,7 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 			switch {
 			case f == fieldPayload:
 				rel.payloadBytea = typ == oidBytea
+				rel.payloadType = payloadTypeOf(typ)
 			case f == fieldCreatedAt:
 				rel.createdAtLocal = typ == oidTimestamp
 			}
@@ -232,4 +241,18 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 	d.rels[oid] = rel
 	m.Kind = KindRelation
 	return nil
+}
+
+// payloadTypeOf names a payload column's type as outbox.Event.PayloadType does;
+// varchar and any other text-like type is "text".
+func payloadTypeOf(oid uint32) string {
+	switch oid {
+	case oidBytea:
+		return "bytea"
+	case oidJSON:
+		return "json"
+	case oidJSONB:
+		return "jsonb"
+	}
+	return "text"
 }

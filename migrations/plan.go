@@ -186,7 +186,7 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 			}
 			if _, ok := have[c.name]; !ok {
 				advice := "set --%s to the column that holds the %s (the table's columns: %s)"
-				if c.setting == "column-created-at" {
+				if c.setting == "column-created-at" || c.setting == "column-event-type" {
 					advice += ", or to an empty value when there is none"
 				}
 				p.conflict(fmt.Sprintf("table %s has no column %q", p.display, c.name), advice,
@@ -224,10 +224,11 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 			ident(cols.ID) + " UUID PRIMARY KEY DEFAULT gen_random_uuid()",
 			ident(cols.AggregateType) + " VARCHAR(100) NOT NULL",
 			ident(cols.AggregateID) + " VARCHAR(100) NOT NULL",
-			ident(cols.EventType) + " VARCHAR(100) NOT NULL",
-			ident(cols.Payload) + " JSONB NOT NULL",
-			"attempts INT NOT NULL DEFAULT 0",
 		}
+		if cols.EventType != "" {
+			defs = append(defs, ident(cols.EventType)+" VARCHAR(100) NOT NULL")
+		}
+		defs = append(defs, ident(cols.Payload)+" JSONB NOT NULL", "attempts INT NOT NULL DEFAULT 0")
 		if cols.CreatedAt != "" {
 			defs = append(defs, ident(cols.CreatedAt)+" TIMESTAMPTZ NOT NULL DEFAULT NOW()")
 		}

@@ -23,6 +23,10 @@ type Columns struct {
 	// table.fields.additional.placement col:header:alias). A NULL value leaves its
 	// header out.
 	Headers []HeaderColumn
+	// Envelope places columns in the record value beside the payload, each under its
+	// alias (Debezium's col:envelope:alias): the value becomes {"payload":…,"alias":…}
+	// as the record's converter writes it (package record). Kafka only.
+	Envelope []HeaderColumn
 	// Partition, when set, is the column whose value is the Kafka partition of the
 	// event's record (col:partition); NULL leaves the partition to the key hash.
 	// Other sinks have no partitions.
@@ -74,7 +78,7 @@ func (c Columns) Validate() error {
 		optional      bool
 	}{
 		{"column-id", c.ID, false}, {"column-aggregate-type", c.AggregateType, false},
-		{"column-aggregate-id", c.AggregateID, false}, {"column-event-type", c.EventType, false},
+		{"column-aggregate-id", c.AggregateID, false}, {"column-event-type", c.EventType, true},
 		{"column-payload", c.Payload, false}, {"column-created-at", c.CreatedAt, true},
 		{"column-partition", c.Partition, true}, {"column-trace", c.Trace, true},
 	} {
@@ -87,6 +91,16 @@ func (c Columns) Validate() error {
 	}
 	if len(c.Headers) > maxHeaderColumns {
 		return fmt.Errorf("column-headers places %d columns; at most %d", len(c.Headers), maxHeaderColumns)
+	}
+	aliases := map[string]bool{"payload": true}
+	for _, f := range c.Envelope {
+		if !columnName.MatchString(f.Column) {
+			return fmt.Errorf("column-envelope: %q is not a column name (letters, digits, _ and $, not starting with a digit)", f.Column)
+		}
+		if aliases[f.Key()] {
+			return fmt.Errorf("column-envelope: field %q is there already (payload is the payload's); give column %s another name (column:field)", f.Key(), f.Column)
+		}
+		aliases[f.Key()] = true
 	}
 	keys := map[string]bool{}
 	for _, h := range c.Headers {
@@ -138,6 +152,9 @@ func (c Columns) Placed() []string {
 	}
 	if c.Trace != "" {
 		out = append(out, c.Trace)
+	}
+	for _, f := range c.Envelope {
+		out = append(out, f.Column)
 	}
 	return out
 }

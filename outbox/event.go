@@ -33,6 +33,13 @@ type Event struct {
 	// publishes a record with a null value (a tombstone), the other sinks an empty
 	// body with a tombstone header.
 	NullPayload bool
+	// Envelope are the values of the table's envelope columns (Columns.Envelope), in
+	// their order, each under its alias; the record's value holds them beside the
+	// payload.
+	Envelope []Field
+	// PayloadType is the payload column's type: "jsonb", "json", "text" or "bytea"
+	// ("" is text). Converters that write JSON need it (package record).
+	PayloadType string
 }
 
 // Header is one record header.
@@ -41,11 +48,21 @@ type Header struct {
 	Value string
 }
 
+// Field is one value placed in the record's value beside the payload.
+type Field struct {
+	Key   string
+	Value string
+	Null  bool // the column was NULL
+}
+
 // Size is the number of bytes the event holds, used to bound in-flight memory.
 func (e *Event) Size() int {
 	n := len(e.ID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Payload) + len(e.Partition)
 	for _, h := range e.Headers {
 		n += len(h.Key) + len(h.Value)
+	}
+	for _, f := range e.Envelope {
+		n += len(f.Key) + len(f.Value)
 	}
 	return n
 }

@@ -27,7 +27,7 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error
 	if c.createdAt != "" {
 		created = c.createdAtExpr("")
 	}
-	rows, err := s.pool.Query(ctx, `SELECT coalesce(`+c.id+`::text, ''), `+c.aggType+`::text, `+c.aggID+`::text, `+c.eventType+`::text,
+	rows, err := s.pool.Query(ctx, `SELECT coalesce(`+c.id+`::text, ''), `+c.aggType+`::text, `+c.aggID+`::text, `+c.eventTypeExpr("")+`,
 			attempts, coalesce(last_error, ''), `+created+`, dead_lettered_at
 		FROM `+s.table+` WHERE dead_lettered_at IS NOT NULL AND processed_at IS NULL
 		ORDER BY `+c.order("")+` LIMIT $1`, limit)

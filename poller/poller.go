@@ -143,7 +143,7 @@ func selectQuery(shape outbox.Shape, pollOnly bool) string {
 	}
 	return `WITH candidates AS (
 		SELECT o.` + c.id + ` AS id, o.` + c.aggType + ` AS aggregate_type, o.` + c.aggID + ` AS aggregate_id,
-			o.` + c.eventType + ` AS event_type, o.` + c.payload + ` AS payload` + created + placed + `, o.attempts, o.ctid AS position
+			` + c.eventTypeExpr("o.") + ` AS event_type, o.` + c.payload + ` AS payload` + created + placed + `, o.attempts, o.ctid AS position
 		FROM ` + table + ` o WHERE ` + due("o") + `
 		ORDER BY ` + c.order("o.") + `
 		LIMIT $1
@@ -347,6 +347,7 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 		var x dueRow
 		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts, &x.position)
 		ev.TopicTemplate, ev.Table = p.cfg.TopicTemplate, p.cfg.Table
+		ev.PayloadType = p.cfg.Shape.PayloadType
 		x.ev = ev
 		if bad != nil {
 			unpublishable = append(unpublishable, Failure{Event: &outbox.Event{ID: ev.ID}, Err: bad,

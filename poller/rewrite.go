@@ -52,6 +52,17 @@ func rewrittenColumns(shape outbox.Shape) []rewritten {
 			return nullIfEmpty(outbox.TraceColumnContent(parent, state))
 		})
 	}
+	for _, f := range c.Envelope {
+		key := f.Key()
+		add(f.Column, func(e *outbox.Event) any {
+			for _, ef := range e.Envelope {
+				if ef.Key == key && !ef.Null {
+					return ef.Value
+				}
+			}
+			return nil
+		})
+	}
 	return out
 }
 

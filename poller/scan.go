@@ -36,10 +36,21 @@ func ScanEvent(row pgx.Row, cols outbox.Columns, extra ...any) (ev outbox.Event,
 	if cols.Trace != "" {
 		dest = append(dest, &trace)
 	}
+	envelope := make([]*string, len(cols.Envelope))
+	for i := range envelope {
+		dest = append(dest, &envelope[i])
+	}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return ev, nil, err
 	}
 	ev.Headers = placedHeaders(cols, headers, trace)
+	for i, v := range envelope {
+		f := outbox.Field{Key: cols.Envelope[i].Key(), Null: v == nil}
+		if v != nil {
+			f.Value = *v
+		}
+		ev.Envelope = append(ev.Envelope, f)
+	}
 	if partition != nil {
 		ev.Partition = *partition
 	}

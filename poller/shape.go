@@ -14,7 +14,7 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 // columns are a shape's column names, quoted, and the SQL that reads and writes
 // their values whatever the table's types are.
 type columns struct {
-	id, aggType, aggID, eventType, payload, createdAt string // quoted; createdAt "" when the table has none
+	id, aggType, aggID, eventType, payload, createdAt string // quoted; eventType and createdAt "" when the table has none
 	// placed are the header, partition and trace columns (outbox.Columns.Placed), quoted.
 	placed []string
 	shape  outbox.Shape
@@ -22,7 +22,10 @@ type columns struct {
 
 func columnsOf(s outbox.Shape) columns {
 	c := columns{id: ident(s.Columns.ID), aggType: ident(s.Columns.AggregateType), aggID: ident(s.Columns.AggregateID),
-		eventType: ident(s.Columns.EventType), payload: ident(s.Columns.Payload), shape: s}
+		payload: ident(s.Columns.Payload), shape: s}
+	if s.Columns.EventType != "" {
+		c.eventType = ident(s.Columns.EventType)
+	}
 	if s.Columns.CreatedAt != "" {
 		c.createdAt = ident(s.Columns.CreatedAt)
 	}
@@ -39,6 +42,15 @@ func (c columns) payloadExpr(prefix string) string {
 		return prefix + c.payload
 	}
 	return prefix + c.payload + "::text"
+}
+
+// eventTypeExpr reads the event type as text; a table without the column has the
+// empty type (Debezium's router never reads one).
+func (c columns) eventTypeExpr(prefix string) string {
+	if c.eventType == "" {
+		return "''::text"
+	}
+	return prefix + c.eventType + "::text"
 }
 
 // createdAtExpr reads the creation time as a timestamptz: a timestamp without time
@@ -68,7 +80,7 @@ func (c columns) order(prefix string) string {
 // TimeZone UTC, bytea_output hex) is what pgoutput sends the stream.
 func (c columns) selectList(prefix string) string {
 	list := prefix + c.id + "::text, " + prefix + c.aggType + "::text, " + prefix + c.aggID + "::text, " +
-		prefix + c.eventType + "::text, " + c.payloadExpr(prefix) + ", " + c.createdAtExpr(prefix)
+		c.eventTypeExpr(prefix) + ", " + c.payloadExpr(prefix) + ", " + c.createdAtExpr(prefix)
 	for _, p := range c.placed {
 		list += ", " + prefix + p + "::text"
 	}

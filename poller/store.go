@@ -72,6 +72,12 @@ func (s *Store) rowColumns(from int) (names, values string) {
 	}
 	names = c.id + ", " + c.aggType + ", " + c.aggID + ", " + c.eventType + ", " + c.payload
 	values = "$1, $2, $3, $4, " + payload
+	if c.eventType == "" {
+		// No event type column: $4 is still given, and typed here, as PostgreSQL
+		// cannot prepare a statement with a parameter it never sees.
+		names = c.id + ", " + c.aggType + ", " + c.aggID + ", " + c.payload
+		values = "$1, $2, $3, CASE WHEN $4::text IS NULL THEN " + payload + " ELSE " + payload + " END"
+	}
 	switch {
 	case c.createdAt == "":
 	case c.shape.CreatedAtType == "timestamp":

@@ -110,6 +110,7 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 			return err
 		}
 		t.label(&ev)
+		ev.PayloadType = t.shape.PayloadType
 		if err := r.waitForRoom(ctx, wm); err != nil {
 			return err
 		}

@@ -25,10 +25,14 @@ func setupErrorf(format string, args ...any) error {
 }
 
 // RequiredColumns are the outbox columns the relay reads, with the setting that
-// names each: created_at only when cols names one.
+// names each: the event type and created_at only when cols names them.
 func RequiredColumns(cols outbox.Columns) []struct{ Setting, Name string } {
 	req := []struct{ Setting, Name string }{{"column-id", cols.ID}, {"column-aggregate-type", cols.AggregateType},
-		{"column-aggregate-id", cols.AggregateID}, {"column-event-type", cols.EventType}, {"column-payload", cols.Payload}}
+		{"column-aggregate-id", cols.AggregateID}}
+	if cols.EventType != "" {
+		req = append(req, struct{ Setting, Name string }{"column-event-type", cols.EventType})
+	}
+	req = append(req, struct{ Setting, Name string }{"column-payload", cols.Payload})
 	if cols.CreatedAt != "" {
 		req = append(req, struct{ Setting, Name string }{"column-created-at", cols.CreatedAt})
 	}
@@ -322,6 +326,12 @@ func DescribeTable(ctx context.Context, q Querier, table string, cols outbox.Col
 		if _, ok := have[h.Column]; !ok {
 			return shape, setupErrorf("table %s lacks column %q, which column-headers places as header %q; add the column "+
 				"or take it out of column-headers", table, h.Column, h.Key())
+		}
+	}
+	for _, f := range cols.Envelope {
+		if _, ok := have[f.Column]; !ok {
+			return shape, setupErrorf("table %s lacks column %q, which column-envelope places as field %q; add the column "+
+				"or take it out of column-envelope", table, f.Column, f.Key())
 		}
 	}
 	if cols.Partition != "" {

@@ -164,4 +164,15 @@ func TestImportDebeziumExitCodes(t *testing.T) {
 	if res.code != 2 || !strings.Contains(res.stderr, "not a Debezium PostgreSQL connector configuration") {
 		t.Errorf("not-debezium.json: exit code %d, want 2; stderr:\n%s", res.code, res.stderr)
 	}
+	// Options whose records walrelay would not reproduce: refused, each named,
+	// unless --allow-differences, which writes them as comments.
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "testdata/debezium/unsupported.json")
+	if res.code != 2 || res.stdout != "" || !strings.Contains(res.stderr, "transforms.events.table.expand.json.payload=true") ||
+		!strings.Contains(res.stderr, "--allow-differences") {
+		t.Errorf("unsupported.json: exit code %d, want 2 naming the option; stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--allow-differences", "testdata/debezium/unsupported.json")
+	if res.code != 0 || !strings.Contains(res.stdout, "# transforms.events.table.expand.json.payload=true: differs from Debezium") {
+		t.Errorf("unsupported.json --allow-differences: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
 }

@@ -29,7 +29,6 @@ const (
 var routerDefaults = map[string]string{
 	"table.field.event.id":       "id",
 	"table.field.event.key":      "aggregateid",
-	"table.field.event.type":     "type",
 	"table.field.event.payload":  "payload",
 	"route.by.field":             "aggregatetype",
 	"route.topic.replacement":    "outbox.event.${routedByValue}",
@@ -48,56 +47,80 @@ var routerColumns = [][2]string{
 
 // unsupportedReasons says why a known Debezium option has no walrelay setting.
 var unsupportedReasons = map[string]string{
-	"route.topic.regex":                "walrelay routes by the aggregate type column, not by a regular expression",
-	"tracing.operation.name":           "walrelay reads the trace context from the column and creates no span of its own for it",
-	"tracing.with.context.field.only":  "walrelay reads the trace context from the column and creates no span of its own for it",
-	"snapshot.mode":                    "a new slot's catch-up pass publishes the rows not yet processed",
-	"plugin.name":                      "walrelay decodes with pgoutput only",
-	"topic.prefix":                     "only names topics of change events, which walrelay does not publish",
-	"database.server.name":             "only names topics of change events, which walrelay does not publish",
-	"tasks.max":                        "walrelay runs one relay per slot",
-	"name":                             "the Kafka Connect connector name",
-	"table.field.event.payload.id":     "removed from the router; the key is column-aggregate-id",
-	"route.tombstone.on.empty.payload": "walrelay publishes a NULL payload as a tombstone and an empty one as an empty value",
-	"table.op.invalid.behavior":        "walrelay reads inserts only",
+	"route.topic.regex":               "walrelay routes by the aggregate type column, not by a regular expression",
+	"tracing.operation.name":          "walrelay reads the trace context from the column and creates no span of its own for it",
+	"tracing.with.context.field.only": "walrelay reads the trace context from the column and creates no span of its own for it",
+	"snapshot.mode":                   "a new slot's catch-up pass publishes the rows not yet processed",
+	"plugin.name":                     "walrelay decodes with pgoutput only",
+	"topic.prefix":                    "only names topics of change events, which walrelay does not publish",
+	"database.server.name":            "only names topics of change events, which walrelay does not publish",
+	"tasks.max":                       "walrelay runs one relay per slot",
+	"name":                            "the Kafka Connect connector name",
+	"table.field.event.payload.id":    "removed from the router; the key is column-aggregate-id",
+	"table.op.invalid.behavior":       "walrelay reads inserts only",
 }
 
 func importDebeziumCommand() *cobra.Command {
-	return &cobra.Command{
+	var workerFile string
+	var allowDifferences bool
+	cmd := &cobra.Command{
 		Use:   "import-debezium FILE",
 		Short: "Print the walrelay YAML equivalent of a Debezium PostgreSQL outbox connector configuration",
 		Long: "import-debezium reads a Debezium PostgreSQL connector configuration, as JSON for Kafka Connect's\n" +
 			"REST API or as a Debezium Server .properties file, and prints the walrelay configuration file\n" +
-			"that does the same on stdout. Options walrelay has no equivalent for are printed as comments.\n" +
-			"Passwords are not copied.",
+			"that does the same on stdout. Converters are read from the connector, else from the Kafka Connect\n" +
+			"worker's properties (--worker). An option that changes the records and that walrelay cannot\n" +
+			"reproduce makes it exit 1 naming the option, unless --allow-differences; options that change no\n" +
+			"record and have no equivalent are printed as comments. Passwords are not copied.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
 				return fmt.Errorf("read the Debezium configuration: %w", err)
 			}
-			out, err := importDebezium(filepath.Base(args[0]), data)
+			var worker map[string]string
+			if workerFile != "" {
+				w, err := os.ReadFile(workerFile)
+				if err != nil {
+					return fmt.Errorf("read the Kafka Connect worker properties (--worker): %w", err)
+				}
+				worker = parseProperties(string(w))
+			}
+			out, diffs, err := importDebezium(filepath.Base(args[0]), data, worker)
 			if err != nil {
 				return err
+			}
+			if len(diffs) > 0 && !allowDifferences {
+				return fmt.Errorf("%s: walrelay's records would differ from Debezium's:\n  %s\n"+
+					"change or remove these options in the connector, or run with --allow-differences to write the YAML "+
+					"anyway, each difference as a comment", filepath.Base(args[0]), strings.Join(diffs, "\n  "))
 			}
 			_, err = io.WriteString(cmd.OutOrStdout(), out)
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&workerFile, "worker", "", "the Kafka Connect worker's properties file (connect-distributed.properties), "+
+		"where key.converter and value.converter are usually set")
+	cmd.Flags().BoolVar(&allowDifferences, "allow-differences", false, "write the YAML even where walrelay's records would differ "+
+		"from Debezium's (each difference is a comment)")
+	return cmd
 }
 
-// importDebezium converts one configuration file's content; name is only for messages.
-func importDebezium(name string, data []byte) (string, error) {
+// importDebezium converts one configuration file's content; name is only for
+// messages, worker is the Kafka Connect worker's properties (nil: none). diffs are
+// the options whose records walrelay would not reproduce, as option=value: reason.
+func importDebezium(name string, data []byte, worker map[string]string) (out string, diffs []string, err error) {
 	props, err := debeziumProperties(data)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, err)
+		return "", nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if props["connector.class"] != postgresConnector {
-		return "", fmt.Errorf("%s is not a Debezium PostgreSQL connector configuration: want connector.class "+
+		return "", nil, fmt.Errorf("%s is not a Debezium PostgreSQL connector configuration: want connector.class "+
 			"(or debezium.source.connector.class in Debezium Server) = %s; give the file the connector was "+
 			"created with", name, postgresConnector)
 	}
-	return convertDebezium(props), nil
+	out, diffs = convertDebezium(props, worker)
+	return out, diffs, nil
 }
 
 // debeziumProperties reads Kafka Connect JSON (with or without the name/config
@@ -180,8 +203,17 @@ func parseProperties(text string) map[string]string {
 }
 
 // convertDebezium writes the walrelay YAML for a PostgreSQL connector's properties.
-func convertDebezium(props map[string]string) string {
+func convertDebezium(props, worker map[string]string) (string, []string) {
 	used := map[string]bool{"connector.class": true}
+	var diffs []string
+	differs := func(b *strings.Builder, key, value, reason string) {
+		if isSecret(key) {
+			value = "***"
+		}
+		value = strings.Join(strings.Fields(value), " ")
+		fmt.Fprintf(b, "# %s=%s: differs from Debezium (%s)\n", key, value, reason)
+		diffs = append(diffs, key+"="+value+": "+reason)
+	}
 	use := func(k string) (string, bool) {
 		v, ok := props[k]
 		if ok {
@@ -248,6 +280,18 @@ func convertDebezium(props map[string]string) string {
 	}
 	b.WriteString("# Like Debezium, progress writes nothing per published row; retention lets walrelay delete old ones.\n")
 	line(&b, "on-publish", "progress")
+	// Record settings, written ahead of the tables: they are not per table.
+	// Debezium's router sets the id header alone; placed headers follow it.
+	globals := [][2]string{{"record-headers", "debezium"}}
+	convs := map[string]string{}
+	for _, side := range []string{"key", "value"} {
+		conv, schemas := converter(&b, side, props, worker, used, differs)
+		convs[side] = conv
+		globals = append(globals, [2]string{side + "-converter", conv})
+		if schemas {
+			globals = append(globals, [2]string{side + "-converter-schemas-enable", "true"})
+		}
+	}
 
 	// Outbox router.
 	router := ""
@@ -273,12 +317,47 @@ func convertDebezium(props map[string]string) string {
 	}
 	var fields [][2]string
 	for _, rc := range routerColumns {
-		fields = append(fields, [2]string{rc[1], opt(rc[0])})
+		v := opt(rc[0])
+		if rc[0] == "table.field.event.type" {
+			// The router never reads the type column (EventRouterDelegate), so a table
+			// may lack it; walrelay reads one only where the connector names it.
+			if _, set := props["transforms."+router+".table.field.event.type"]; !set || router == "" {
+				b.WriteString("# table.field.event.type: not set, and Debezium reads no type column; set column-event-type to one\n" +
+					"# for walrelay's event_type header, metrics label and {event_type}\n")
+				v = ""
+			}
+		}
+		fields = append(fields, [2]string{rc[1], v})
 	}
 	if v := opt("table.fields.additional.placement"); v != "" {
-		headers, partition, notes := placement(v)
+		headers, partition, notes, envelope := placement(v)
 		for _, n := range notes {
 			b.WriteString("# table.fields.additional.placement " + n + "\n")
+		}
+		var fieldsOf []outbox.HeaderColumn
+		for _, e := range envelope {
+			parts := strings.Split(e, ":")
+			f := outbox.HeaderColumn{Column: strings.TrimSpace(parts[0])}
+			if len(parts) == 3 {
+				f.Header = strings.TrimSpace(parts[2])
+			}
+			fieldsOf = append(fieldsOf, f)
+		}
+		if len(fieldsOf) > 0 {
+			valueConv, valueSchemas := convs["value"], false
+			for _, g := range globals {
+				valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
+			}
+			switch {
+			case valueConv == "bytearray" || valueSchemas || opt("table.expand.json.payload") == "true":
+				for _, e := range envelope {
+					differs(&b, "transforms."+router+".table.fields.additional.placement", e,
+						"walrelay writes an envelope with value-converter json without schemas, or string, "+
+							"around the payload as it is, not an expanded one")
+				}
+			default:
+				fields = append(fields, [2]string{"column-envelope", outbox.FormatHeaderColumns(fieldsOf)})
+			}
 		}
 		if headers != "" {
 			fields = append(fields, [2]string{"column-headers", headers})
@@ -288,13 +367,32 @@ func convertDebezium(props map[string]string) string {
 		}
 	}
 	fields = append(fields, [2]string{"column-trace", opt("tracing.span.context.field")})
-	if v := opt("table.expand.json.payload"); v != "" {
-		if v == "true" {
-			b.WriteString("# table.expand.json.payload=true: walrelay always publishes a text or json payload as its JSON document, unquoted\n")
-		} else {
-			b.WriteString("# table.expand.json.payload=" + v + ": walrelay publishes a text or json payload as its JSON document, unquoted,\n" +
-				"# where the router made it a JSON string; consumers that unquote the string now read the document itself\n")
+	if v := opt("table.expand.json.payload"); v == "true" {
+		differs(&b, "transforms."+router+".table.expand.json.payload", v, "walrelay does not parse the payload into a struct "+
+			"and write it again; with value-converter string it publishes the document as PostgreSQL stores it")
+		if convs["value"] == "json" {
+			b.WriteString("# value-converter string: the document as it is, the nearest to what the router's expansion writes\n")
+			kept := globals[:0]
+			for _, g := range globals {
+				switch g[0] {
+				case "value-converter":
+					g[1] = "string"
+				case "value-converter-schemas-enable":
+					continue
+				}
+				kept = append(kept, g)
+			}
+			globals = kept
 		}
+	}
+	if v := opt("route.tombstone.on.empty.payload"); v == "true" {
+		globals = append(globals, [2]string{"tombstone-on-empty-payload", "true"})
+	}
+	if opt("table.field.event.timestamp") != "" {
+		globals = append(globals, [2]string{"record-timestamp", "created-at"})
+	}
+	for _, g := range globals {
+		line(&b, g[0], g[1])
 	}
 	fields = append(fields, [2]string{"topic-template", strings.ReplaceAll(opt("route.topic.replacement"), "${routedByValue}", "{aggregate_type}")})
 
@@ -339,15 +437,19 @@ func convertDebezium(props map[string]string) string {
 	}
 	sort.Strings(rest)
 	for _, k := range rest {
+		if reason := recordDifference(k, props[k], router); reason != "" {
+			differs(&b, k, props[k], reason)
+			continue
+		}
 		comment(&b, k, props[k], unsupportedReason(k, router))
 	}
-	return b.String()
+	return b.String(), diffs
 }
 
 // placement converts the router's table.fields.additional.placement (comma-separated
 // column:placement[:alias]) into column-headers and column-partition; notes are
 // what cannot be converted, as comments.
-func placement(v string) (headers, partition string, notes []string) {
+func placement(v string) (headers, partition string, notes, envelope []string) {
 	var hs []outbox.HeaderColumn
 	for _, entry := range splitList(v) {
 		parts := strings.Split(entry, ":")
@@ -372,12 +474,12 @@ func placement(v string) (headers, partition string, notes []string) {
 			}
 			partition = parts[0]
 		case "envelope":
-			notes = append(notes, fmt.Sprintf("%q: no walrelay equivalent (walrelay publishes the payload as the value, with no envelope around it)", entry))
+			envelope = append(envelope, entry)
 		default:
 			notes = append(notes, fmt.Sprintf("%q: placement %q is not header, envelope or partition; not converted", entry, parts[1]))
 		}
 	}
-	return outbox.FormatHeaderColumns(hs), partition, notes
+	return outbox.FormatHeaderColumns(hs), partition, notes, envelope
 }
 
 func unsupportedReason(key, router string) string {
@@ -435,4 +537,79 @@ func yamlScalar(v string) string {
 		return fmt.Sprintf("%q", v)
 	}
 	return strings.TrimSuffix(string(out), "\n")
+}
+
+// converterClasses are the Kafka Connect converters walrelay writes as Connect
+// does, by the name of their setting (record.ParseConverter).
+var converterClasses = map[string]string{
+	"org.apache.kafka.connect.storage.StringConverter":       "string",
+	"org.apache.kafka.connect.json.JsonConverter":            "json",
+	"org.apache.kafka.connect.converters.ByteArrayConverter": "bytearray",
+	"io.debezium.converters.BinaryDataConverter":             "bytearray",
+}
+
+// converter reads side's (key or value) converter from the connector, else from the
+// worker's properties, and says which walrelay converter writes the same bytes and
+// whether with schemas (JsonConverter's schemas.enable, true unless set false).
+// A converter walrelay does not have is a difference, and string is written.
+func converter(b *strings.Builder, side string, props, worker map[string]string, used map[string]bool,
+	differs func(b *strings.Builder, key, value, reason string)) (conv string, schemas bool) {
+	key := side + ".converter"
+	lookup := func(k string) (string, string, bool) {
+		if v, ok := props[k]; ok {
+			used[k] = true
+			return v, k, true
+		}
+		if v, ok := worker[k]; ok {
+			return v, k + " (worker)", true
+		}
+		return "", k, false
+	}
+	class, from, ok := lookup(key)
+	if !ok {
+		fmt.Fprintf(b, "# %s: set neither in the connector nor in a worker file (--worker); walrelay writes the %s as StringConverter does\n", key, side)
+		return "string", false
+	}
+	conv, known := converterClasses[strings.TrimSpace(class)]
+	if !known {
+		differs(b, from, class, "walrelay writes "+side+"s as StringConverter, JsonConverter, ByteArrayConverter or BinaryDataConverter does, no other")
+		return "string", false
+	}
+	if s, _, ok := lookup(key + ".schemas.enable"); conv == "json" && (!ok || strings.TrimSpace(s) != "false") {
+		schemas = true
+	}
+	return conv, schemas
+}
+
+// recordDifference says how an option the conversion did not use changes Debezium's
+// records where walrelay's would not change: "" when it changes none.
+func recordDifference(key, value, router string) string {
+	if router != "" && strings.HasPrefix(key, "transforms."+router+".") {
+		switch strings.TrimPrefix(key, "transforms."+router+".") {
+		case "route.topic.regex":
+			if value == "(?<routedByValue>.*)" {
+				return "" // the router's default: the routed value is the topic's ${routedByValue}
+			}
+			return "walrelay routes by the aggregate type column with topic-template, not by a regular expression"
+		case "table.field.event.schema.version":
+			return "walrelay writes no schema version"
+		case "table.json.payload.null.behavior", "table.json.payload.empty.array.behavior":
+			return "walrelay does not expand the payload"
+		case "table.fields.additional.error.on.missing":
+			return ""
+		}
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(key, "transforms.") && strings.HasSuffix(key, ".type"):
+		return "a Kafka Connect transform walrelay does not apply"
+	case key == "header.converter" && value != "org.apache.kafka.connect.storage.SimpleHeaderConverter":
+		return "walrelay writes headers as their text"
+	case strings.HasPrefix(key, "key.converter.") || strings.HasPrefix(key, "value.converter."):
+		if strings.HasSuffix(key, ".schemas.enable") || strings.Contains(key, ".delegate.converter.") {
+			return "" // BinaryDataConverter's delegate writes only what is not a payload's bytes
+		}
+		return "a converter option walrelay does not have"
+	}
+	return ""
 }

@@ -20,7 +20,7 @@ func convertTestdata(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := importDebezium(name, data)
+	out, _, err := importDebezium(name, data, nil)
 	if err != nil {
 		t.Fatalf("import %s: %v", name, err)
 	}
@@ -112,7 +112,7 @@ func TestImportDebeziumMapping(t *testing.T) {
 	unsupported := convertTestdata(t, "unsupported.json")
 	for _, want := range []string{
 		"# transforms.events.route.topic.regex=", "column-headers: type:eventType\n",
-		"# table.expand.json.payload=true: walrelay always publishes a text or json payload as its JSON document",
+		"# transforms.events.table.expand.json.payload=true: differs from Debezium",
 		"column-trace: tracingspancontext\n", "# snapshot.mode=never: no walrelay equivalent",
 		"# plugin.name=decoderbufs: no walrelay equivalent", "# producer.override.sasl.jaas.config=***: no walrelay equivalent",
 	} {
@@ -145,7 +145,7 @@ func TestImportDebeziumRefusesOthers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_, err := importDebezium(name, b)
+		_, _, err := importDebezium(name, b, nil)
 		if err == nil {
 			t.Errorf("%s: converted, want an error", name)
 			continue
@@ -153,5 +153,60 @@ func TestImportDebeziumRefusesOthers(t *testing.T) {
 		if name != "broken.json" && !strings.Contains(err.Error(), postgresConnector) {
 			t.Errorf("%s: error %q does not name %s", name, err, postgresConnector)
 		}
+	}
+}
+
+// TestImportDebeziumConverters maps Kafka Connect's converters, from the connector
+// or else from the worker's properties, to walrelay's; JsonConverter's
+// schemas.enable defaults to true (Kafka's JsonConverterConfig), a connector's
+// setting wins over the worker's, and a converter walrelay does not have is a
+// difference.
+func TestImportDebeziumConverters(t *testing.T) {
+	const base = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox"`
+	worker := parseProperties("key.converter=org.apache.kafka.connect.json.JsonConverter\n" +
+		"value.converter=org.apache.kafka.connect.json.JsonConverter\nvalue.converter.schemas.enable=false\n")
+	for _, tc := range []struct {
+		name      string
+		connector string
+		worker    map[string]string
+		want      []string
+		diffs     []string
+	}{
+		{"worker", base + "}", worker,
+			[]string{"key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\n"}, nil},
+		{"connector wins", base + `, "value.converter": "org.apache.kafka.connect.storage.StringConverter"}`, worker,
+			[]string{"key-converter: json\n", "value-converter: string\n"}, nil},
+		{"bytes", base + `, "value.converter": "io.debezium.converters.BinaryDataConverter", "value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter"}`, nil,
+			[]string{"value-converter: bytearray\n"}, nil},
+		{"avro", base + `, "value.converter": "io.confluent.connect.avro.AvroConverter"}`, nil,
+			[]string{"value-converter: string\n"}, []string{"value.converter=io.confluent.connect.avro.AvroConverter"}},
+		{"router", base + `, "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+			"transforms.outbox.route.tombstone.on.empty.payload": "true", "transforms.outbox.table.field.event.timestamp": "ts",
+			"transforms.outbox.route.topic.regex": "(.*)", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
+			[]string{"tombstone-on-empty-payload: \"true\"\n", "record-timestamp: created-at\n", "column-created-at: ts\n", "column-envelope: a:b\n"},
+			[]string{"transforms.outbox.route.topic.regex=(.*)"}},
+		{"envelope with schemas", base + `, "value.converter": "org.apache.kafka.connect.json.JsonConverter", "transforms": "outbox",
+			"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
+			[]string{"value-converter: json\n"}, []string{"transforms.outbox.table.fields.additional.placement=a:envelope:b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, diffs, err := importDebezium(tc.name, []byte(tc.connector), tc.worker)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if len(diffs) != len(tc.diffs) {
+				t.Fatalf("differences %q, want ones starting %q", diffs, tc.diffs)
+			}
+			for i, d := range tc.diffs {
+				if !strings.HasPrefix(diffs[i], d) {
+					t.Errorf("difference %q, want one starting %q", diffs[i], d)
+				}
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
 	"github.com/walrelay/walrelay/sink/sqs"
@@ -94,11 +95,14 @@ func newSettings() *settings {
 		str("column-id", "the table's event id column (uuid, text or bigint): the id header, for deduplication", &c.Columns.ID),
 		str("column-aggregate-type", "the table's aggregate type column (topic template's {aggregate_type})", &c.Columns.AggregateType),
 		str("column-aggregate-id", "the table's aggregate id column: the record key, so one aggregate keeps its order", &c.Columns.AggregateID),
-		str("column-event-type", "the table's event type column (topic template's {event_type})", &c.Columns.EventType),
+		str("column-event-type", "the table's event type column (topic template's {event_type}, the event_type header; empty: none)", &c.Columns.EventType),
 		str("column-payload", "the table's payload column (jsonb, json, text or bytea): the record value", &c.Columns.Payload),
 		str("column-created-at", "the table's creation time column (timestamptz or timestamp; empty: none, the commit time is used)", &c.Columns.CreatedAt),
 		{name: "column-headers", usage: "columns published as record headers, comma-separated column or column:header (e.g. tenant_id:tenant); NULL leaves the header out", kind: kindList,
 			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Headers) }},
+		{name: "column-envelope", usage: "columns placed in the record value beside the payload, comma-separated column or column:field " +
+			"(Debezium's col:envelope:alias): the value becomes {\"payload\":…,\"field\":…} with value-converter json, Struct{payload=…,field=…} with string (Kafka only)", kind: kindList,
+			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Envelope) }},
 		str("column-partition", "column whose value is the Kafka partition of the record (empty: none; NULL: the key hash decides)", &c.Columns.Partition),
 		str("column-trace", "trace context column (W3C traceparent or Debezium's tracingspancontext), read only where the table has it; empty: none", &c.Columns.Trace),
 		str("slot", "logical replication slot name", &c.Slot),
@@ -128,6 +132,25 @@ func newSettings() *settings {
 		dur("event-timeout", "how long an event may fail with retriable errors before the session restarts (0: never)", &b.Kafka.EventTimeout),
 		size("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
+		{name: "key-converter", usage: "how the record key is written, as Kafka Connect's key.converter: string (the aggregate id as it is), " +
+			"json (JsonConverter: a JSON string) or bytearray", def: "string",
+			set: func(v string) error { return setConverter(v, &b.Kafka.Format.KeyConverter) }},
+		{name: "key-converter-schemas-enable", usage: "json key converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.KeySchemas) }},
+		{name: "value-converter", usage: "how the record value is written, as Kafka Connect's value.converter: string (the payload as it is), " +
+			"json (JsonConverter: text and json payloads as a JSON string, bytea as base64, NULL as null) or bytearray", def: "string",
+			set: func(v string) error { return setConverter(v, &b.Kafka.Format.ValueConverter) }},
+		{name: "value-converter-schemas-enable", usage: "json value converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ValueSchemas) }},
+		{name: "tombstone-on-empty-payload", usage: "publish a NULL, empty or blank payload as a tombstone whatever the converter " +
+			"(Debezium's route.tombstone.on.empty.payload); otherwise only the string and bytearray converters make NULL a tombstone",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.TombstoneOnEmpty) }},
+		{name: "record-headers", usage: "walrelay's own record headers: walrelay (id, event_type, aggregate_type, aggregate_id, created_at) " +
+			"or debezium (id alone, as Debezium's outbox router); column-headers follow either", def: "walrelay",
+			set: func(v string) error { return setRecordHeaders(v, &b.Kafka.Format.IDHeaderOnly) }},
+		{name: "record-timestamp", usage: "the Kafka record timestamp: publish (the time walrelay publishes) or created-at " +
+			"(column-created-at, Debezium's table.field.event.timestamp; event-timeout then does not apply)", def: "publish",
+			set: func(v string) error { return setRecordTimestamp(v, &b.Kafka.Format.EventTimestamp) }},
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
@@ -150,6 +173,28 @@ func newSettings() *settings {
 		str("log-format", "json or text", &s.logFormat),
 	}
 	return s
+}
+
+// checkEnvelope refuses envelope columns where walrelay cannot write the router's
+// struct as Connect would: another sink than Kafka, the JSON converter with schemas
+// (the struct's schema is named after the connector's topic prefix), the bytearray
+// converter (Connect's refuses a struct).
+func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
+	for _, t := range tables {
+		if len(t.Columns.Envelope) == 0 {
+			continue
+		}
+		switch {
+		case sc.Kind != sinks.Kafka:
+			return fmt.Errorf("column-envelope (table %s) shapes Kafka record values; with --sink %s leave it empty", t.Table, sc.Kind)
+		case sc.Kafka.Format.ValueConverter == record.ByteArray:
+			return fmt.Errorf("column-envelope (table %s) needs value-converter json or string: a struct has no bytes of its own", t.Table)
+		case sc.Kafka.Format.ValueSchemas:
+			return fmt.Errorf("column-envelope (table %s) with value-converter-schemas-enable is not supported; "+
+				"set value-converter-schemas-enable false or leave column-envelope empty", t.Table)
+		}
+	}
+	return nil
 }
 
 func setHeaderColumns(v string, p *[]outbox.HeaderColumn) error {
@@ -217,6 +262,39 @@ func parseBool(v string, p *bool) error {
 		return fmt.Errorf("want true or false, got %q", v)
 	}
 	*p = b
+	return nil
+}
+
+func setConverter(v string, p *record.Converter) error {
+	c, err := record.ParseConverter(v)
+	if err != nil {
+		return err
+	}
+	*p = c
+	return nil
+}
+
+func setRecordHeaders(v string, idOnly *bool) error {
+	switch v {
+	case "walrelay":
+		*idOnly = false
+	case "debezium":
+		*idOnly = true
+	default:
+		return fmt.Errorf("want walrelay or debezium, got %q", v)
+	}
+	return nil
+}
+
+func setRecordTimestamp(v string, eventTime *bool) error {
+	switch v {
+	case "publish":
+		*eventTime = false
+	case "created-at":
+		*eventTime = true
+	default:
+		return fmt.Errorf("want publish or created-at, got %q", v)
+	}
 	return nil
 }
 
@@ -359,7 +437,7 @@ func (s *settings) names() []string {
 
 // tableKeys are the keys of an entry of the file's tables list.
 var tableKeys = []string{"table", "column-id", "column-aggregate-type", "column-aggregate-id", "column-event-type",
-	"column-payload", "column-created-at", "column-headers", "column-partition", "column-trace", "topic-template"}
+	"column-payload", "column-created-at", "column-headers", "column-envelope", "column-partition", "column-trace", "topic-template"}
 
 // parseTables reads the file's tables list: several outbox tables streamed through one
 // slot, each a map of tableKeys. Columns not named are the article's (walrelay's own
@@ -382,12 +460,16 @@ func parseTables(raw any) ([]relay.TableConfig, error) {
 			"column-created-at": &t.Columns.CreatedAt, "topic-template": &t.TopicTemplate,
 			"column-partition": &t.Columns.Partition, "column-trace": &t.Columns.Trace}
 		for key, v := range entry {
-			if key == "column-headers" {
+			if key == "column-headers" || key == "column-envelope" {
 				text := ""
 				if v != nil {
 					text = yamlString(v)
 				}
-				if err := setHeaderColumns(text, &t.Columns.Headers); err != nil {
+				dst := &t.Columns.Headers
+				if key == "column-envelope" {
+					dst = &t.Columns.Envelope
+				}
+				if err := setHeaderColumns(text, dst); err != nil {
 					return nil, fmt.Errorf("entry %d: %w", i+1, err)
 				}
 				continue
@@ -473,7 +555,8 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 			}
 		}
 	}
-	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, s.checkSQS(cfg)); err != nil {
+	envelope := checkEnvelope(s.sinks, cfg.OutboxTables())
+	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, envelope, s.checkSQS(cfg)); err != nil {
 		return cfg, err
 	}
 	s.logStartup(logger, cfg)

@@ -2,14 +2,15 @@
 // acks=all, so a record is acknowledged only when every in-sync replica has it, and
 // retries keep per-partition order.
 //
-// Records: the topic comes from a template, the key is the aggregate id (so one
-// aggregate maps to one partition), the value is the payload, and the headers are
-// id, event_type, aggregate_type, aggregate_id and created_at (RFC 3339), then the
-// headers taken from columns (outbox.Event.Headers). A NULL payload is a record
-// with a null value (a tombstone). An event with a partition (outbox.Event.Partition,
-// from the table's partition column) goes to that partition; any other keeps the
-// key hash. A partition that is not a number or not one of the topic's is an error
-// of that event (sink.EventError).
+// Records are what package record makes of each event (Config.Format): the key, the
+// value (a null value, a tombstone, where the format says so), the timestamp, and
+// the headers id, event_type, aggregate_type, aggregate_id and created_at (RFC
+// 3339), then the headers taken from columns (outbox.Event.Headers). The topic comes
+// from a template. Records are partitioned by Kafka's default partitioner on the
+// key's bytes as written, so a Debezium topic keeps each key on its partition. An
+// event with a partition (outbox.Event.Partition, from the table's partition column)
+// goes to that partition. A partition that is not a number or not one of the
+// topic's is an error of that event (sink.EventError).
 package kafka
 
 import (
@@ -26,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/outbox"
+	rec "github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -37,6 +39,9 @@ type Config struct {
 	Brokers []string
 	// TopicTemplate may use {aggregate_type} and {event_type}.
 	TopicTemplate string
+	// Format is how an event becomes a record's key, value and timestamp; the zero
+	// Format is walrelay's own.
+	Format rec.Format
 	// MaxBufferedEvents and MaxBufferedBytes bound the client's buffer; keep them above
 	// the relay's in-flight window so Publish never blocks.
 	MaxBufferedEvents int
@@ -50,7 +55,9 @@ type Config struct {
 	// EventTimeout is how long one record may keep failing with retriable errors
 	// before franz-go gives up on it and on the rest of its partition. That is an
 	// outage of the partition, not a failure of the event: the error is a plain
-	// one, whatever other partitions do meanwhile. 0: retry for ever.
+	// one, whatever other partitions do meanwhile. 0: retry for ever, as also with
+	// Format.EventTimestamp (franz-go counts the timeout from the record's
+	// timestamp); the relay's stall detection still reports a partition that stays down.
 	EventTimeout time.Duration
 	// ProgressTopic is the compacted topic where exactly-once delivery keeps stream
 	// positions (see OpenStream).
@@ -104,7 +111,7 @@ func (c Config) Validate() error {
 	if c.EventTimeout != 0 && c.EventTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("event timeout must be 0 (never) or at least 1s, got %s", c.EventTimeout))
 	}
-	errs = append(errs, CheckCompression(c.Compression), c.Security.Validate())
+	errs = append(errs, CheckCompression(c.Compression), c.Security.Validate(), c.Format.Validate())
 	return errors.Join(errs...)
 }
 
@@ -116,6 +123,7 @@ type Sink struct {
 	client    *kgo.Client
 	cfg       Config // for the exactly-once producer, which shares the client options
 	topic     sink.Template
+	format    *rec.Format
 	topics    topicCache
 	promiseFn func(*kgo.Record, error) // s.promise, bound once: a method value allocates
 }
@@ -135,7 +143,7 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	s := &Sink{client: client, cfg: cfg, topic: tmpl}
+	s := &Sink{client: client, cfg: cfg, topic: tmpl, format: &cfg.Format}
 	s.promiseFn = s.promise
 	return s, nil
 }
@@ -175,7 +183,9 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 	if cfg.MaxMessageBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)))
 	}
-	if cfg.EventTimeout > 0 {
+	// franz-go measures a record's delivery timeout from its timestamp: a record
+	// stamped with its event's creation time would time out before it is sent.
+	if cfg.EventTimeout > 0 && !cfg.Format.EventTimestamp {
 		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.EventTimeout))
 	}
 	opts = append(opts, secOpts...)
@@ -186,7 +196,7 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	// The background context: a record must not fail because the caller is stopping;
 	// the relay's window keeps the buffer from filling, so this does not block.
-	r := newRecord(s.topic, &s.topics, e, done)
+	r := newRecord(s.topic, &s.topics, s.format, e, done)
 	s.client.Produce(context.Background(), &r.Record, s.promiseFn)
 }
 
@@ -196,44 +206,37 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 type record struct {
 	kgo.Record
 	headers [ownHeaders + 4]kgo.RecordHeader
-	created [len(time.RFC3339Nano) + 8]byte
+	created [rec.CreatedLen]byte
 	done    sink.Done
 	event   sink.EventKey // the exactly-once producer's: which event a failure poisons
 }
 
 // ownHeaders are the headers every record carries before the event's own.
-const ownHeaders = 5
+const ownHeaders = rec.OwnHeaders
 
 // records recycles records: franz-go is done with a record once its promise returns.
 // Records go back zeroed, so that they hold no event while pooled.
 var records = sync.Pool{New: func() any { return new(record) }}
 
-// newRecord builds the record for e. Keys and header values share e's memory
-// instead of copying it: franz-go only reads them, and the event outlives the
+// newRecord builds the record for e as f says. Keys and header values share e's
+// memory instead of copying it: franz-go only reads them, and the event outlives the
 // record's promise.
-func newRecord(topic sink.Template, topics *topicCache, e *outbox.Event, done sink.Done) *record {
+func newRecord(topic sink.Template, topics *topicCache, f *rec.Format, e *outbox.Event, done sink.Done) *record {
 	r := records.Get().(*record) // zero: new, or zeroed by promise
 	r.done = done
-	r.Timestamp = time.Now() // franz-go would read the clock for it otherwise
-	r.headers[0] = kgo.RecordHeader{Key: "id", Value: bytesOf(e.ID)}
-	r.headers[1] = kgo.RecordHeader{Key: "event_type", Value: bytesOf(e.EventType)}
-	r.headers[2] = kgo.RecordHeader{Key: "aggregate_type", Value: bytesOf(e.AggregateType)}
-	r.headers[3] = kgo.RecordHeader{Key: "aggregate_id", Value: bytesOf(e.AggregateID)}
-	r.headers[4] = kgo.RecordHeader{Key: "created_at", Value: e.CreatedAt.UTC().AppendFormat(r.created[:0], time.RFC3339Nano)}
-	r.Headers = r.headers[:ownHeaders]
+	// Always set: franz-go would read the clock for it otherwise.
+	r.Timestamp = f.Timestamp(e, time.Now())
+	own, n := f.Own(e, &r.created)
+	for i, h := range own[:n] {
+		r.headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	r.Headers = r.headers[:n]
 	for _, h := range e.Headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: bytesOf(h.Value)})
 	}
 	r.Topic = topics.render(topic, e)
-	r.Key = bytesOf(e.AggregateID)
-	switch {
-	case e.NullPayload:
-		r.Value = nil // a tombstone
-	case e.Payload == nil:
-		r.Value = []byte{} // an empty value, not a tombstone
-	default:
-		r.Value = e.Payload
-	}
+	r.Key = f.Key(e)
+	r.Value, _ = f.Value(e) // a tombstone is a nil value
 	presetPartition(&r.Record, e.Partition)
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/walrelay/walrelay/outbox"
+	rec "github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkRecordCycle(b *testing.B) {
 	done := sink.DoneFunc(func(err error) { acked++ })
 	b.ReportAllocs()
 	for b.Loop() {
-		r := newRecord(s.topic, &s.topics, ev, done)
+		r := newRecord(s.topic, &s.topics, &rec.Format{}, ev, done)
 		if len(r.Headers) != 5 || r.Topic != "outbox.event.order" {
 			b.Fatal("record not built")
 		}
@@ -86,8 +87,8 @@ func TestClassify(t *testing.T) {
 			s := &Sink{topic: tmpl}
 			var got []error
 			done := sink.DoneFunc(func(err error) { got = append(got, err) })
-			failing := newRecord(s.topic, &s.topics, ev, done)
-			s.promise(&newRecord(s.topic, &s.topics, ev, done).Record, nil) // another record acknowledged meanwhile
+			failing := newRecord(s.topic, &s.topics, &rec.Format{}, ev, done)
+			s.promise(&newRecord(s.topic, &s.topics, &rec.Format{}, ev, done).Record, nil) // another record acknowledged meanwhile
 			s.promise(&failing.Record, tc.err)
 			if len(got) != 2 || got[0] != nil {
 				t.Fatalf("outcomes %v, want an ack then the failure", got)
@@ -128,7 +129,7 @@ func TestTransactionalPoison(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx := &Transactional{}
-			r := newRecord(tmpl, &topics, ev, nil)
+			r := newRecord(tmpl, &topics, &rec.Format{}, ev, nil)
 			r.event = sink.KeyOf(ev)
 			tx.promise(&r.Record, tc.err)
 			if tx.err == nil {
@@ -161,14 +162,14 @@ func TestRecordTopicPerTable(t *testing.T) {
 		ev   *outbox.Event
 		want string
 	}{{own, "outbox.event.order"}, {tenant, "tenant_b.order.placed"}, {own, "outbox.event.order"}} {
-		r := newRecord(s.topic, &s.topics, tc.ev, done)
+		r := newRecord(s.topic, &s.topics, &rec.Format{}, tc.ev, done)
 		if r.Topic != tc.want {
 			t.Errorf("event %s: topic %q, want %q", tc.ev.ID, r.Topic, tc.want)
 		}
 		s.promise(&r.Record, nil)
 	}
 	if allocs := testing.AllocsPerRun(1000, func() {
-		r := newRecord(s.topic, &s.topics, tenant, done)
+		r := newRecord(s.topic, &s.topics, &rec.Format{}, tenant, done)
 		s.promise(&r.Record, nil)
 	}); allocs != 0 {
 		t.Errorf("%v allocations per record of an event with its own template, want 0", allocs)
@@ -188,7 +189,7 @@ func TestTransactionalPartitionPoison(t *testing.T) {
 		{"7", "partition column value 7 is not a partition of topic outbox.event.order"},
 	} {
 		ev := &outbox.Event{ID: "e1", AggregateType: "order", AggregateID: "o-1", Partition: tc.partition}
-		r := newRecord(tmpl, &topics, ev, nil)
+		r := newRecord(tmpl, &topics, &rec.Format{}, ev, nil)
 		if tc.partition == "7" { // what the partitioner does for a topic of 3 partitions
 			p := partitioner().ForTopic(r.Topic).(kgo.TopicBackupPartitioner)
 			if got := p.PartitionByBackup(&r.Record, 3, nil); got != 7 {

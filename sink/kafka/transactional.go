@@ -208,7 +208,7 @@ func (t *Transactional) Produce(e *outbox.Event) error {
 		}
 		t.inTxn = true
 	}
-	r := newRecord(t.topic, &t.topics, e, nil)
+	r := newRecord(t.topic, &t.topics, &t.cfg.Format, e, nil)
 	r.event = sink.KeyOf(e)
 	t.client.Produce(context.Background(), &r.Record, t.promiseFn)
 	return nil

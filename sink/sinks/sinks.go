@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
 	"github.com/walrelay/walrelay/sink/nats"
@@ -97,6 +98,10 @@ func (c Config) Validate() error {
 		err = p.Validate()
 	default:
 		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis, sqs or pubsub", c.Kind)
+	}
+	if c.Kind != Kafka && c.Kafka.Format != (record.Format{}) {
+		err = errors.Join(err, fmt.Errorf("key-converter, value-converter, their schemas-enable, tombstone-on-empty-payload, "+
+			"record-timestamp and record-headers shape Kafka records; leave them at their defaults with sink %s", c.Kind))
 	}
 	if err != nil && c.Kind != Kafka {
 		return fmt.Errorf("%s sink: %w", c.Kind, err)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink/sinks"
 )
 
@@ -43,5 +44,21 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("want an error containing %q, got %v", tc.want, err)
 			}
 		})
+	}
+}
+
+// Converters and the other record settings shape Kafka records; another sink
+// refuses them rather than ignoring them.
+func TestRecordFormatIsKafkas(t *testing.T) {
+	c := sinks.DefaultConfig()
+	c.Kind = sinks.NATS
+	c.NATS.URL = "nats://127.0.0.1:4222"
+	c.NATS.Stream = "outbox"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("nats with the default record format: %v", err)
+	}
+	c.Kafka.Format.ValueConverter = record.JSON
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "value-converter") {
+		t.Fatalf("nats with value-converter json: %v, want a refusal naming it", err)
 	}
 }

@@ -1,0 +1,41 @@
+package record
+
+import (
+	"time"
+
+	"github.com/walrelay/walrelay/outbox"
+)
+
+// Header is one record header. Values share the event's memory.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// OwnHeaders is how many headers walrelay sets itself, ahead of the event's own.
+const OwnHeaders = 5
+
+// CreatedLen is room enough for created_at in RFC 3339 with nanoseconds.
+const CreatedLen = len(time.RFC3339Nano) + 8
+
+// Own are walrelay's own headers of e, the first n of hs: id (the deduplication
+// key), then, unless the format asks for the id alone as Debezium's router writes
+// it, event_type (left out when the event has none: a table without the column),
+// aggregate_type, aggregate_id and created_at (RFC 3339, UTC, written into created). The event's own headers (outbox.Event.Headers) follow them.
+func (f *Format) Own(e *outbox.Event, created *[CreatedLen]byte) (hs [OwnHeaders]Header, n int) {
+	if f.IDHeaderOnly {
+		return [OwnHeaders]Header{{Key: "id", Value: bytesOf(e.ID)}}, 1
+	}
+	hs = [OwnHeaders]Header{
+		{Key: "id", Value: bytesOf(e.ID)},
+		{Key: "event_type", Value: bytesOf(e.EventType)},
+		{Key: "aggregate_type", Value: bytesOf(e.AggregateType)},
+		{Key: "aggregate_id", Value: bytesOf(e.AggregateID)},
+		{Key: "created_at", Value: e.CreatedAt.UTC().AppendFormat(created[:0], time.RFC3339Nano)},
+	}
+	if e.EventType == "" { // no event type column: no event_type header
+		copy(hs[1:], hs[2:])
+		return hs, OwnHeaders - 1
+	}
+	return hs, OwnHeaders
+}
