@@ -3,6 +3,7 @@ package relay
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -24,6 +25,7 @@ type metrics struct {
 	reconnects    prometheus.Counter
 	slotsReplaced prometheus.Counter
 	stalled       prometheus.Gauge
+	brokerUp      prometheus.Gauge
 	// horizonRecorded is when --on-publish progress last recorded a published horizon.
 	horizonRecorded prometheus.Gauge
 	// eventsConfirmed is when the confirmed LSN last moved past a transaction with
@@ -72,6 +74,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_slots_replaced_total", Help: "Slots found lost or missing and created again (with a catch-up pass)."}),
 		stalled: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_stalled", Help: "1 when slot lag grows while the confirmed LSN has not moved for the stall timeout."}),
+		brokerUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_broker_up",
+			Help: "1 while the broker acknowledges events within the ack timeout; 0 while the oldest event in flight waits longer, or before the broker first answered."}),
 		horizonRecorded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_published_horizon_timestamp_seconds",
 			Help: "Unix time this relay last moved the published horizon (--on-publish progress) forward."}),
@@ -92,7 +97,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 	}
 	build := buildinfo.Read()
 	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.commitToAck, m.confirmedLSN,
-		m.lastConfirm, m.eventsConfirmed, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
+		m.lastConfirm, m.eventsConfirmed, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.brokerUp, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
 		m.slotWALStatus, m.slotActive, m.tableWaiting, m.tableDead,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "outbox_events_pending", Help: "Rows waiting for the poller plus events received and not yet acked.",
@@ -105,6 +110,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			func() float64 { return 1 }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_inflight_events", Help: "Events handed to the broker and not yet settled."},
 			func() float64 { events, _ := r.window.InFlight(); return float64(events) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_oldest_inflight_age_seconds",
+			Help: "How long the oldest event handed to the broker has waited for its answer; 0: none waits."},
+			func() float64 { age, _ := r.acks.oldest(time.Now()); return age.Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_inflight_bytes", Help: "Bytes of events handed to the broker and not yet settled."},
 			func() float64 { _, bytes := r.window.InFlight(); return float64(bytes) }),
 	} {

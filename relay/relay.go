@@ -36,9 +36,11 @@ type Relay struct {
 
 	active         atomic.Bool // streaming, or the last poll succeeded
 	stalled        atomic.Bool
-	standby        atomic.Bool // waiting for another instance to release the slot
-	lostLeadership atomic.Bool // the last replication session ended because the lock's connection died
-	eoHandOver     sync.Map    // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
+	brokerDown     atomic.Pointer[string] // why the broker is not acknowledging (brokerwatch.go); nil: it is
+	acks           *ackClock              // events handed to the sink and not answered yet
+	standby        atomic.Bool            // waiting for another instance to release the slot
+	lostLeadership atomic.Bool            // the last replication session ended because the lock's connection died
+	eoHandOver     sync.Map               // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
 
 	// tables are the outbox tables, their shapes read by checkTable at the start of
 	// Run; shape is the first one's.
@@ -86,6 +88,7 @@ func New(cfg Config) (*Relay, error) {
 		cfg:        cfg,
 		log:        logger,
 		window:     replication.NewWindow(int64(cfg.MaxInFlightEvents), cfg.MaxInFlightBytes),
+		acks:       newAckClock(time.Now()),
 		registerer: reg,
 		gatherer:   gatherer,
 	}
@@ -121,6 +124,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	if err := r.waitForBroker(ctx, snk); err != nil {
 		return g.Wait() // ctx ended while waiting
+	}
+	if r.cfg.AckTimeout > 0 {
+		g.Go(func() error { return r.watchBroker(gctx) })
 	}
 
 	// The table is checked before anything else starts, so a missing table is one

@@ -58,3 +58,11 @@ type Sink interface {
 	// Close releases the client; events still in flight fail.
 	Close()
 }
+
+// ErrorReporter is a Sink that can say what last went wrong between its client and
+// the broker, for the relay's log and /readyz while the broker does not acknowledge.
+type ErrorReporter interface {
+	// LastError is the last error the client met connecting to, writing to or
+	// reading from the broker since it last succeeded, or nil.
+	LastError() error
+}

@@ -118,6 +118,7 @@ type Sink struct {
 	topic     sink.Template
 	topics    topicCache
 	promiseFn func(*kgo.Record, error) // s.promise, bound once: a method value allocates
+	errs      *brokerErrors
 }
 
 // New creates the client; it connects lazily. Zero fields take their defaults.
@@ -131,11 +132,12 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := kgo.NewClient(opts...)
+	errs := &brokerErrors{}
+	client, err := kgo.NewClient(append(opts, kgo.WithHooks(errs))...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	s := &Sink{client: client, cfg: cfg, topic: tmpl}
+	s := &Sink{client: client, cfg: cfg, topic: tmpl, errs: errs}
 	s.promiseFn = s.promise
 	return s, nil
 }
