@@ -91,7 +91,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		slotActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_slot_active", Help: "1 when a process streams the slot."}, []string{"slot"}),
 		tableWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "walrelay_table_waiting_rows", Help: "Rows of each outbox table waiting for the poller (outbox_events_pending counts them all, plus events in flight)."}, []string{"table"}),
+			Name: "walrelay_table_waiting_rows", Help: "Rows of each outbox table waiting for the poller (walrelay_queued_events counts them all, plus events in flight)."}, []string{"table"}),
 		tableDead: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_table_dead_letters", Help: "Dead letters of each outbox table (walrelay_dead_letters is their sum)."}, []string{"table"}),
 	}
@@ -100,11 +100,11 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		m.lastConfirm, m.eventsConfirmed, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.brokerUp, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
 		m.slotWALStatus, m.slotActive, m.tableWaiting, m.tableDead,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "outbox_events_pending", Help: "Rows waiting for the poller plus events received and not yet acked.",
-		}, func() float64 {
-			events, _ := r.window.InFlight()
-			return float64(m.waitingRows.Load() + events)
-		}),
+			Name: "walrelay_queued_events", Help: "Rows waiting for the poller plus events received and not yet acked (not the outbox_events_pending view's rows, which are every row not published).",
+		}, m.queued(r)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "outbox_events_pending", Help: "Deprecated, removed in the next release: walrelay_queued_events under its old name.",
+		}, m.queued(r)),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_build_info", Help: "1, labelled with the walrelay build that runs.",
 			ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion}},
 			func() float64 { return 1 }),
@@ -122,6 +122,15 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// queued reads walrelay_queued_events: rows waiting for the poller, from the last
+// stats query, plus the events in flight.
+func (m *metrics) queued(r *Relay) func() float64 {
+	return func() float64 {
+		events, _ := r.window.InFlight()
+		return float64(m.waitingRows.Load() + events)
+	}
 }
 
 // newRegistry is the binary's registry: the relay's metrics plus Go runtime and

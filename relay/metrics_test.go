@@ -79,7 +79,7 @@ func TestMetricsReflectWorkload(t *testing.T) {
 		return -1
 	}
 	waitFor(t, 30*time.Second, "one dead letter in the metrics", func() bool { return metric("walrelay_dead_letters") == 1 })
-	waitFor(t, 30*time.Second, "nothing pending", func() bool { return metric("outbox_events_pending") == 0 })
+	waitFor(t, 30*time.Second, "nothing pending", func() bool { return metric("walrelay_queued_events") == 0 && metric("outbox_events_pending") == 0 })
 
 	if got := metric("outbox_events_published_total"); got != float64(n) {
 		t.Errorf("outbox_events_published_total = %v, want %d", got, n)
