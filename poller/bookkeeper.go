@@ -73,6 +73,9 @@ type Bookkeeper struct {
 
 	// OnFlush, when set, is called with the duration of each batch written.
 	OnFlush func(time.Duration)
+	// OnDeadLetter, when set, is told of each row a failed attempt made a dead
+	// letter, once that committed (after it was logged at ERROR).
+	OnDeadLetter func(DeadLettered)
 
 	mu struct {
 		sync.Mutex
@@ -117,6 +120,7 @@ type part struct {
 	failures, unpublishable []Failure
 	found, foundCovered     Found
 	foundDead               Found
+	dead                    []DeadLettered // by failures, once committed
 }
 
 // missing reports whether o's row was written or is known gone: every outcome whose
@@ -235,6 +239,17 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	if err == nil && b.OnFlush != nil {
 		b.OnFlush(time.Since(started))
 	}
+	for i := range parts {
+		if err != nil {
+			break
+		}
+		for _, d := range parts[i].dead {
+			d.log(b.log)
+			if b.OnDeadLetter != nil {
+				b.OnDeadLetter(d)
+			}
+		}
+	}
 	var retry []Outcome
 	for _, o := range batch {
 		if err == nil && parts[b.storeOf(&o)].missing(&o, b.mode) {
@@ -334,7 +349,7 @@ func (b *Bookkeeper) commit(ctx context.Context, parts []part) error {
 				return err
 			}
 		}
-		if err := store.RecordFailures(ctx, tx, p.failures); err != nil {
+		if p.dead, err = store.RecordFailures(ctx, tx, p.failures); err != nil {
 			return err
 		}
 		if p.foundDead, err = store.DeadLetter(ctx, tx, p.unpublishable); err != nil {

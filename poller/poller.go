@@ -43,6 +43,9 @@ type Config struct {
 	Workers int
 	// Interval is the fallback poll interval; NOTIFY wakes a poll-only poller sooner.
 	Interval time.Duration
+	// OnDeadLetter, when set, is told of each row that became a dead letter, once
+	// that committed (after it was logged at ERROR).
+	OnDeadLetter func(DeadLettered)
 	// PublishTimeout bounds the wait for a batch's acks.
 	PublishTimeout time.Duration
 	Logger         *slog.Logger
@@ -275,11 +278,18 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	if err := p.store.PublishedLocked(ctx, tx, p.cfg.OnPublish, published, positions); err != nil {
 		return res, err
 	}
-	if err := p.store.RecordFailures(ctx, tx, failures); err != nil {
+	dead, err := p.store.RecordFailures(ctx, tx, failures)
+	if err != nil {
 		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit poll: %w", err)
+	}
+	for _, d := range dead {
+		d.log(p.cfg.Logger)
+		if p.cfg.OnDeadLetter != nil {
+			p.cfg.OnDeadLetter(d)
+		}
 	}
 	res.Published, res.Duration = len(published), time.Since(started)
 	if brokerErr != nil {

@@ -18,6 +18,7 @@ type metrics struct {
 	failed        *prometheus.CounterVec
 	batchDuration prometheus.Histogram
 	deadLetters   prometheus.Gauge
+	deadLettered  *prometheus.CounterVec
 	commitToAck   prometheus.Histogram
 	confirmedLSN  prometheus.Gauge
 	lastConfirm   prometheus.Gauge
@@ -56,6 +57,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}),
 		deadLetters: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_dead_letters", Help: "Rows given up on after the maximum attempts (the <table>_dead_letters views)."}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_dead_lettered_events_total",
+			Help: "Events this relay gave up on after their last attempt, by outbox table (each is logged at ERROR)."}, []string{"table"}),
 		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "walrelay_commit_to_ack_seconds", Help: "Time from a transaction's commit to the broker's ack of its event.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
@@ -96,7 +100,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_table_dead_letters", Help: "Dead letters of each outbox table (walrelay_dead_letters is their sum)."}, []string{"table"}),
 	}
 	build := buildinfo.Read()
-	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.commitToAck, m.confirmedLSN,
+	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.deadLettered, m.commitToAck, m.confirmedLSN,
 		m.lastConfirm, m.eventsConfirmed, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.brokerUp, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
 		m.slotWALStatus, m.slotActive, m.tableWaiting, m.tableDead,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -151,6 +151,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	bk := poller.NewBookkeeperTables(stores, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
+	bk.OnDeadLetter = r.countDeadLetter
 	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
 	bkDone := make(chan struct{})
 	go func() { _ = bk.Run(bkCtx); close(bkDone) }()
@@ -210,7 +211,7 @@ func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.P
 	return poller.New(pool, r.pollerSink(snk), poller.Config{
 		Shape: t.shape, TopicTemplate: t.TopicTemplate, Table: t.name, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
 		BatchSize: r.cfg.PollBatchSize, Workers: r.cfg.pollWorkers(), Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
-		Logger: r.log,
+		Logger: r.log, OnDeadLetter: r.countDeadLetter,
 		OnBatch: func(res poller.BatchResult) {
 			if pollMode {
 				r.active.Store(true)
@@ -229,6 +230,11 @@ func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.P
 			}
 		},
 	})
+}
+
+// countDeadLetter counts an event given up on (poller.DeadLettered, logged there).
+func (r *Relay) countDeadLetter(d poller.DeadLettered) {
+	r.metrics.deadLettered.WithLabelValues(d.Table).Inc()
 }
 
 // stream leads the slot and runs replication sessions until ctx ends or the setup

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,7 +37,8 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
 	conn := testenv.Connect(t, dbURL)
-	rn := start(t, dbURL, broker, "poison", fastRetries)
+	reg := prometheus.NewRegistry()
+	rn := start(t, dbURL, broker, "poison", fastRetries, func(c *config) { c.Registry = reg })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	aggs := aggregates("ps", 50)
 	ctx := context.Background()
@@ -79,6 +82,22 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 	}
 	if attempts != 3 || !strings.Contains(lastError, "MESSAGE_TOO_LARGE") {
 		t.Errorf("dead letter: attempts %d (want 3), last_error %q (want MESSAGE_TOO_LARGE)", attempts, lastError)
+	}
+	if !rn.waitLog(10*time.Second, "event dead-lettered") {
+		t.Fatal("no ERROR line for the dead letter")
+	}
+	for line := range strings.Lines(rn.logs.String()) {
+		if !strings.Contains(line, "event dead-lettered") {
+			continue
+		}
+		for _, want := range []string{"level=ERROR", "event_id=" + poisonID, "table=public.outbox_events", "attempts=3", "MESSAGE_TOO_LARGE"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("the dead letter's line lacks %q: %s", want, line)
+			}
+		}
+	}
+	if got := testutil.ToFloat64(metricByName(t, reg, "walrelay_dead_lettered_events_total")); got != 1 {
+		t.Errorf("walrelay_dead_lettered_events_total{table=public.outbox_events} = %v, want 1", got)
 	}
 	// The published horizon follows the acks the consumer already saw.
 	waitFor(t, 30*time.Second, "every healthy row published", func() bool {

@@ -29,6 +29,7 @@ var relayMetrics = map[string][]string{
 	"walrelay_queued_events":                       nil,
 	"outbox_events_pending":                        nil, // deprecated: walrelay_queued_events
 	"walrelay_broker_up":                           nil,
+	"walrelay_dead_lettered_events_total":          {"table"},
 	"walrelay_oldest_inflight_age_seconds":         nil,
 	"outbox_batch_duration_seconds":                nil,
 	"walrelay_dead_letters":                        nil,
