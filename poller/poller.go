@@ -266,7 +266,7 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 		case err == nil:
 			published, positions = append(published, b.ev.ID), append(positions, b.position)
 		case sink.IsEventError(err):
-			failures = append(failures, Failure{Event: &batch[i].ev, Err: err})
+			failures = append(failures, Failure{Event: &batch[i].ev, Err: err, Final: sink.IsFinal(err)})
 			res.FailedEventTypes = append(res.FailedEventTypes, b.ev.EventType)
 			p.cfg.Logger.Warn("publish failed; recorded for retry", "event_id", b.ev.ID, "event_type", b.ev.EventType,
 				"aggregate_id", b.ev.AggregateID, "attempt", b.attempts+1, "lsn", "", "err", err)

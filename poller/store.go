@@ -134,6 +134,8 @@ type Failure struct {
 	NullID bool
 	// Position is the row's ctid when the caller holds the row locked (the poller).
 	Position string
+	// Final: no retry can fix it (sink.IsFinal); this attempt makes it a dead letter.
+	Final bool
 }
 
 // RecordFailures counts one failed attempt for each row and schedules its retry
@@ -151,8 +153,12 @@ func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failur
 	batch := &pgx.Batch{}
 	var dead []DeadLettered
 	for _, f := range failures {
+		maxAttempts := s.policy.MaxAttempts
+		if f.Final {
+			maxAttempts = 0 // a dead letter at this attempt, whatever came before
+		}
 		args := []any{f.Event.ID, f.Event.AggregateType, f.Event.AggregateID, f.Event.EventType, s.payloadArg(f.Event),
-			truncate(f.Err.Error(), 2000), s.policy.BackoffMin.Seconds(), s.policy.BackoffMax.Seconds(), s.policy.MaxAttempts}
+			truncate(f.Err.Error(), 2000), s.policy.BackoffMin.Seconds(), s.policy.BackoffMax.Seconds(), maxAttempts}
 		batch.Queue(s.record, append(args, s.rowTail(f.Event)...)...).QueryRow(func(row pgx.Row) error {
 			var attempts int
 			var isDead bool

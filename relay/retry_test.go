@@ -29,9 +29,10 @@ func fastRetries(c *config) {
 	c.PollInterval = 50 * time.Millisecond
 }
 
-// A poison event (larger than the producer may send) is retried by the poller and
-// ends as a dead letter, while the healthy events around it all flow. Once the limit
-// is raised, a dlq retry gets it delivered.
+// A poison event (larger than the producer may send) is a dead letter at its first
+// attempt, since no retry can send it, with an error naming both limits, an ERROR
+// line and a count, while the healthy events around it all flow. Once the limit is
+// raised, a dlq retry gets it delivered.
 func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.MigratedDatabase(t)
@@ -80,8 +81,13 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
 	}
-	if attempts != 3 || !strings.Contains(lastError, "MESSAGE_TOO_LARGE") {
-		t.Errorf("dead letter: attempts %d (want 3), last_error %q (want MESSAGE_TOO_LARGE)", attempts, lastError)
+	if attempts != 1 {
+		t.Errorf("dead letter after %d attempts, want 1: no retry can send a record above the producer's limit", attempts)
+	}
+	for _, want := range []string{"MESSAGE_TOO_LARGE", "--kafka-max-message-bytes", "max.message.bytes", "producer's limit of 1000012 bytes"} {
+		if !strings.Contains(lastError, want) {
+			t.Errorf("last_error lacks %q: %s", want, lastError)
+		}
 	}
 	if !rn.waitLog(10*time.Second, "event dead-lettered") {
 		t.Fatal("no ERROR line for the dead letter")
@@ -90,7 +96,7 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 		if !strings.Contains(line, "event dead-lettered") {
 			continue
 		}
-		for _, want := range []string{"level=ERROR", "event_id=" + poisonID, "table=public.outbox_events", "attempts=3", "MESSAGE_TOO_LARGE"} {
+		for _, want := range []string{"level=ERROR", "event_id=" + poisonID, "table=public.outbox_events", "attempts=1", "MESSAGE_TOO_LARGE"} {
 			if !strings.Contains(line, want) {
 				t.Errorf("the dead letter's line lacks %q: %s", want, line)
 			}

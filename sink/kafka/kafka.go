@@ -247,6 +247,8 @@ func (s *Sink) promise(kr *kgo.Record, err error) {
 		r.done.Done(nil)
 	} else if pf := partitionFault(kr); pf != nil {
 		r.done.Done(&sink.EventError{Err: pf})
+	} else if errors.Is(err, kerr.MessageTooLarge) {
+		r.done.Done(s.tooLarge(kr, err))
 	} else {
 		r.done.Done(classify(err))
 	}
