@@ -119,6 +119,7 @@ type Sink struct {
 	topics    topicCache
 	promiseFn func(*kgo.Record, error) // s.promise, bound once: a method value allocates
 	errs      *brokerErrors
+	purging   sync.Map // topics being forgotten after UNKNOWN_TOPIC_ID (topicid.go)
 }
 
 // New creates the client; it connects lazily. Zero fields take their defaults.
@@ -250,6 +251,7 @@ func (s *Sink) promise(kr *kgo.Record, err error) {
 	} else if errors.Is(err, kerr.MessageTooLarge) {
 		r.done.Done(s.tooLarge(kr, err))
 	} else {
+		s.forgetRecreatedTopic(kr.Topic, err)
 		r.done.Done(classify(err))
 	}
 	*r = record{}
