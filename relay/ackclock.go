@@ -52,7 +52,8 @@ func (c *ackClock) answered(e *ackEpoch, err error) {
 		c.acked.Add(1)
 		return
 	}
-	c.lastErr.Store(&err)
+	last := err // err itself would escape, costing every answer an allocation
+	c.lastErr.Store(&last)
 }
 
 // lastError is the last error a publish ended with, or nil.

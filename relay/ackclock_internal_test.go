@@ -37,3 +37,15 @@ func TestAckClockDatesTheOldestUnansweredEvent(t *testing.T) {
 		t.Errorf("answered epochs kept: %d", len(c.mu.epochs))
 	}
 }
+
+// BenchmarkAckClock is the clock's cost per event, sent and answered from many
+// goroutines at once as broker callbacks are.
+func BenchmarkAckClock(b *testing.B) {
+	c := newAckClock(time.Now())
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c.answered(c.sent(), nil)
+		}
+	})
+}
