@@ -2,8 +2,10 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,4 +114,45 @@ func hasProblem(st *relay.Status, check relay.Check, substr string) bool {
 		}
 	}
 	return false
+}
+
+// A broker that drops the producer's connections is seen the same way, and the WARN
+// line carries the producer's last error.
+func TestBrokerDroppingConnectionsIsNamed(t *testing.T) {
+	t.Parallel()
+	dbURL, broker, conn := outboxWithBroker(t)
+	addr := freeAddr(t)
+	rn := start(t, dbURL, broker, "noconn", func(c *config) {
+		c.MetricsAddr = addr
+		c.AckTimeout = time.Second
+		c.BrokerAddrs = broker.ListenAddrs()
+	})
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	written := testenv.WriteTx(t, conn, []string{"c1"}, "before", 10, false)
+	if !consumer.WaitDistinct(time.Minute, len(written)) {
+		t.Fatalf("delivered %d of %d before the fault", consumer.Distinct(), len(written))
+	}
+	var down atomic.Bool
+	down.Store(true)
+	broker.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		broker.KeepControl()
+		if down.Load() {
+			return nil, errors.New("broker stopped"), true // closes the connection
+		}
+		return nil, nil, false
+	})
+	written = append(written, testenv.WriteTx(t, conn, []string{"c1", "c2"}, "during", 50, false)...)
+	body := waitHTTP(t, "http://"+addr+"/readyz", http.StatusServiceUnavailable, "last error:")
+	t.Logf("/readyz: %s", body)
+	if !rn.waitLog(10*time.Second, "last_error=") {
+		t.Error("the WARN line does not carry the producer's last error")
+	}
+	down.Store(false)
+	if !consumer.WaitDistinct(2*time.Minute, len(written)) {
+		t.Fatalf("delivered %d of %d once the broker answered again", consumer.Distinct(), len(written))
+	}
+	if !rn.waitLog(30*time.Second, "broker back after") {
+		t.Error("the recovery was not logged")
+	}
+	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK, "streaming")
 }
