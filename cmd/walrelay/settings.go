@@ -472,6 +472,11 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 		return cfg, err
 	}
 	s.logStartup(logger, cfg)
+	if s.sinks.Kafka.EventTimeout != sinks.DefaultConfig().Kafka.EventTimeout {
+		logger.Warn("event-timeout is deprecated: it is checked only when the producer retries a record, so a broker that "+
+			"stops answering may never trip it; ack-timeout says within seconds when the broker stops acknowledging",
+			"event_timeout", s.sinks.Kafka.EventTimeout.String(), "ack_timeout", cfg.AckTimeout.String())
+	}
 	snk, err := sinks.Open(ctx, s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
 		PollBatch: cfg.PollInFlight()}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
 	cfg.Sink = snk
