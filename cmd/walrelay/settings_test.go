@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -150,7 +151,7 @@ func TestSettingsPlacedColumns(t *testing.T) {
 	if !reflect.DeepEqual(s.relay.Columns.Headers, want) || s.relay.Columns.Trace != outbox.DefaultTraceColumn {
 		t.Fatalf("headers %+v trace %q, want %+v and the default trace column", s.relay.Columns.Headers, s.relay.Columns.Trace, want)
 	}
-	if _, err := s.relayConfig(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "partitions are Kafka's") {
+	if _, err := s.relayConfig(t.Context(), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "partitions are Kafka's") {
 		t.Fatalf("column-partition with --sink nats: %v, want an error saying partitions are Kafka's", err)
 	}
 	if err := fs.Set("column-headers", "tenant_id:a:b"); err != nil {
@@ -188,7 +189,7 @@ func TestSettingsSQS(t *testing.T) {
 			if err := s.load(fs); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := s.relayConfig(t.Context(), nil)
+			cfg, err := s.relayConfig(t.Context(), slog.New(slog.DiscardHandler))
 			if cfg.Sink != nil {
 				cfg.Sink.Close()
 			}
