@@ -24,6 +24,7 @@ func (r *Relay) watchBroker(ctx context.Context) error {
 		since      time.Time // when the oldest unacknowledged event was sent
 		ackedThen  int64     // acks counted when the outage was noticed
 		lastWarned time.Time
+		busySince  time.Time // when events were last in flight
 	)
 	r.metrics.brokerUp.Set(1)
 	for {
@@ -33,6 +34,9 @@ func (r *Relay) watchBroker(ctx context.Context) error {
 		case now := <-ticker.C:
 			r.acks.rotate(now)
 			age, events := r.acks.oldest(now)
+			if events > 0 {
+				busySince = now
+			}
 			switch {
 			case age > r.cfg.AckTimeout && !down:
 				down, since, ackedThen, lastWarned = true, now.Add(-age), r.acks.acked.Load(), now
@@ -53,6 +57,14 @@ func (r *Relay) watchBroker(ctx context.Context) error {
 				r.metrics.brokerUp.Set(1)
 				r.log.Info(fmt.Sprintf("broker back after %s, %d events delivered", now.Sub(since).Round(time.Second),
 					r.acks.acked.Load()-ackedThen), "brokers", r.cfg.BrokerAddrs, "outage_seconds", now.Sub(since).Seconds())
+			case down && now.Sub(busySince) >= r.cfg.AckTimeout:
+				// The events that waited were answered with errors and nothing was
+				// sent since: nothing waits for the broker, so it is no incident now.
+				down = false
+				r.brokerDown.Store(nil)
+				r.metrics.brokerUp.Set(1)
+				r.log.Info("nothing waits for the broker any more; no event was acknowledged since it stopped",
+					"brokers", r.cfg.BrokerAddrs, "since", since.UTC().Format(time.RFC3339))
 			}
 		}
 	}
