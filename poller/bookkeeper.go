@@ -249,6 +249,11 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 				b.OnDeadLetter(d)
 			}
 		}
+		for _, f := range parts[i].unpublishable { // logged when queued
+			if b.OnDeadLetter != nil && parts[i].foundDead.HasRow(f) {
+				b.OnDeadLetter(DeadLettered{Event: f.Event, Table: b.stores[i].qualified, Attempts: 1, Err: f.Err})
+			}
+		}
 	}
 	var retry []Outcome
 	for _, o := range batch {

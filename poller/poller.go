@@ -251,7 +251,11 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 		res.FailedEventTypes = append(res.FailedEventTypes, "")
 	}
 	if len(batch) == 0 {
-		return res, tx.Commit(ctx)
+		if err := tx.Commit(ctx); err != nil {
+			return res, err
+		}
+		p.countUnpublishable(unpublishable)
+		return res, nil
 	}
 	errs, err := p.publish(ctx, batch)
 	if err != nil {
@@ -291,11 +295,23 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 			p.cfg.OnDeadLetter(d)
 		}
 	}
+	p.countUnpublishable(unpublishable)
 	res.Published, res.Duration = len(published), time.Since(started)
 	if brokerErr != nil {
 		return res, fmt.Errorf("broker unavailable for %d events: %w", res.Deferred, brokerErr)
 	}
 	return res, nil
+}
+
+// countUnpublishable tells OnDeadLetter of the rows a committed poll dead-lettered
+// because they cannot become events (logged when found).
+func (p *Poller) countUnpublishable(rows []Failure) {
+	if p.cfg.OnDeadLetter == nil {
+		return
+	}
+	for _, f := range rows {
+		p.cfg.OnDeadLetter(DeadLettered{Event: f.Event, Table: p.cfg.Table, Attempts: 1, Err: f.Err})
+	}
 }
 
 // dueRow is a row the poll locked, with its attempts so far and its physical

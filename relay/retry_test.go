@@ -320,9 +320,11 @@ func TestUnmappableRowIsDeadLettered(t *testing.T) {
 			if tc.beforeStart {
 				badID = writeBad()
 			}
+			reg := prometheus.NewRegistry()
 			start(t, dbURL, broker, "unmappable_"+tc.name, func(c *config) {
 				c.Mode = tc.mode
 				c.PollInterval = 100 * time.Millisecond
+				c.Registry = reg
 			})
 			consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 			if !tc.beforeStart {
@@ -340,6 +342,18 @@ func TestUnmappableRowIsDeadLettered(t *testing.T) {
 			if consumer.Count(badID) != 0 {
 				t.Fatal("the unmappable row was published")
 			}
+			waitFor(t, 10*time.Second, "walrelay_dead_lettered_events_total 1", func() bool {
+				fams, err := reg.Gather()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range fams {
+					if f.GetName() == "walrelay_dead_lettered_events_total" {
+						return len(f.GetMetric()) == 1 && f.GetMetric()[0].GetCounter().GetValue() == 1
+					}
+				}
+				return false
+			})
 		})
 	}
 }
