@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_dead_letters", Help: "Rows given up on after the maximum attempts (the <table>_dead_letters views)."}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "walrelay_dead_lettered_events_total",
-			Help: "Events this relay gave up on after their last attempt, by outbox table (each is logged at ERROR)."}, []string{"table"}),
+			Help: "Events this relay made dead letters, by outbox table: after their last attempt, or at once when no attempt can succeed (each is logged at ERROR)."}, []string{"table"}),
 		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "walrelay_commit_to_ack_seconds", Help: "Time from a transaction's commit to the broker's ack of its event.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
