@@ -76,6 +76,9 @@ type Bookkeeper struct {
 	// OnHandOver, when set, is called after a batch that handed events over to the
 	// poller committed: they are the poller's to retry from then on.
 	OnHandOver func()
+	// OnDeadLetter, when set, is told of each row a failed attempt made a dead
+	// letter, once that committed (after it was logged at ERROR).
+	OnDeadLetter func(DeadLettered)
 
 	mu struct {
 		sync.Mutex
@@ -120,6 +123,7 @@ type part struct {
 	failures, unpublishable []Failure
 	found, foundCovered     Found
 	foundDead               Found
+	dead                    []DeadLettered // by failures, once committed
 }
 
 // missing reports whether o's row was written or is known gone: every outcome whose
@@ -230,7 +234,7 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 		case o.Err == nil:
 			p.ids = append(p.ids, o.Event.ID)
 		default:
-			p.failures = append(p.failures, Failure{Event: o.Event, Err: o.Err})
+			p.failures = append(p.failures, Failure{Event: o.Event, Err: o.Err, Final: sink.IsFinal(o.Err)})
 			b.log.Warn("publish failed; handing the event to the poller", "event_id", o.Event.ID,
 				"table", b.stores[i].qualified, "event_type", o.Event.EventType, "aggregate_id", o.Event.AggregateID,
 				"attempt", 1, "lsn", o.LSN.String(), "err", o.Err)
@@ -249,6 +253,22 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	}
 	if err == nil && b.OnHandOver != nil && slices.ContainsFunc(parts, func(p part) bool { return len(p.failures) > 0 }) {
 		b.OnHandOver()
+	}
+	for i := range parts {
+		if err != nil {
+			break
+		}
+		for _, d := range parts[i].dead {
+			d.log(b.log)
+			if b.OnDeadLetter != nil {
+				b.OnDeadLetter(d)
+			}
+		}
+		for _, f := range parts[i].unpublishable { // logged when queued
+			if b.OnDeadLetter != nil && parts[i].foundDead.HasRow(f) {
+				b.OnDeadLetter(DeadLettered{Event: f.Event, Table: b.stores[i].qualified, Attempts: 1, Err: f.Err})
+			}
+		}
 	}
 	var retry []Outcome
 	for _, o := range batch {
@@ -352,7 +372,7 @@ func (b *Bookkeeper) commit(ctx context.Context, parts []part) error {
 				return err
 			}
 		}
-		if err := store.RecordFailures(ctx, tx, p.failures); err != nil {
+		if p.dead, err = store.RecordFailures(ctx, tx, p.failures); err != nil {
 			return err
 		}
 		if p.foundDead, err = store.DeadLetter(ctx, tx, p.unpublishable); err != nil {

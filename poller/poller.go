@@ -48,6 +48,9 @@ type Config struct {
 	// Interval. For the stream's slow path, whose rows come only through Wake's
 	// caller, so that an idle relay does not poll every Interval.
 	IdleMax time.Duration
+	// OnDeadLetter, when set, is told of each row that became a dead letter, once
+	// that committed (after it was logged at ERROR).
+	OnDeadLetter func(DeadLettered)
 	// PublishTimeout bounds the wait for a batch's acks.
 	PublishTimeout time.Duration
 	Logger         *slog.Logger
@@ -288,7 +291,11 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 		res.FailedEventTypes = append(res.FailedEventTypes, "")
 	}
 	if len(batch) == 0 {
-		return res, tx.Commit(ctx)
+		if err := tx.Commit(ctx); err != nil {
+			return res, err
+		}
+		p.countUnpublishable(unpublishable)
+		return res, nil
 	}
 	errs, err := p.publish(ctx, batch)
 	if err != nil {
@@ -303,7 +310,7 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 		case err == nil:
 			published, positions = append(published, b.ev.ID), append(positions, b.position)
 		case sink.IsEventError(err):
-			failures = append(failures, Failure{Event: &batch[i].ev, Err: err})
+			failures = append(failures, Failure{Event: &batch[i].ev, Err: err, Final: sink.IsFinal(err)})
 			res.FailedEventTypes = append(res.FailedEventTypes, b.ev.EventType)
 			p.cfg.Logger.Warn("publish failed; recorded for retry", "event_id", b.ev.ID, "event_type", b.ev.EventType,
 				"aggregate_id", b.ev.AggregateID, "attempt", b.attempts+1, "lsn", "", "err", err)
@@ -315,17 +322,36 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	if err := p.store.PublishedLocked(ctx, tx, p.cfg.OnPublish, published, positions); err != nil {
 		return res, err
 	}
-	if err := p.store.RecordFailures(ctx, tx, failures); err != nil {
+	dead, err := p.store.RecordFailures(ctx, tx, failures)
+	if err != nil {
 		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return res, fmt.Errorf("commit poll: %w", err)
 	}
+	for _, d := range dead {
+		d.log(p.cfg.Logger)
+		if p.cfg.OnDeadLetter != nil {
+			p.cfg.OnDeadLetter(d)
+		}
+	}
+	p.countUnpublishable(unpublishable)
 	res.Published, res.Duration = len(published), time.Since(started)
 	if brokerErr != nil {
 		return res, fmt.Errorf("broker unavailable for %d events: %w", res.Deferred, brokerErr)
 	}
 	return res, nil
+}
+
+// countUnpublishable tells OnDeadLetter of the rows a committed poll dead-lettered
+// because they cannot become events (logged when found).
+func (p *Poller) countUnpublishable(rows []Failure) {
+	if p.cfg.OnDeadLetter == nil {
+		return
+	}
+	for _, f := range rows {
+		p.cfg.OnDeadLetter(DeadLettered{Event: f.Event, Table: p.cfg.Table, Attempts: 1, Err: f.Err})
+	}
 }
 
 // dueRow is a row the poll locked, with its attempts so far and its physical

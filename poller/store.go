@@ -55,7 +55,8 @@ func (s *Store) recordFailureSQL() string {
 				last_error = EXCLUDED.last_error,
 				retry_after = now() + make_interval(secs =>
 					least($8::float8, $7::float8 * power(2, o.attempts)) * (0.5 + random() / 2)),
-				dead_lettered_at = CASE WHEN o.attempts + 1 >= $9 THEN now() END`
+				dead_lettered_at = CASE WHEN o.attempts + 1 >= $9 THEN now() END
+			RETURNING attempts, dead_lettered_at IS NOT NULL`
 }
 
 // rowColumns are the column list and the values of an event's row in an INSERT:
@@ -139,29 +140,47 @@ type Failure struct {
 	NullID bool
 	// Position is the row's ctid when the caller holds the row locked (the poller).
 	Position string
+	// Final: no retry can fix it (sink.IsFinal); this attempt makes it a dead letter.
+	Final bool
 }
 
 // RecordFailures counts one failed attempt for each row and schedules its retry
-// with exponential backoff and jitter, or makes it a dead letter at MaxAttempts. A
+// with exponential backoff and jitter, or makes it a dead letter at MaxAttempts; it
+// returns the rows that became dead letters, to be logged once q commits. A
 // row that no longer exists (the application deleted it, --on-publish none) is
 // inserted again so that the poller owns it. That insert goes through the
 // publication; it always sets retry_after, which is how the stream tells it from
 // an application's insert and leaves it to the poller (decoder.KindHandedOver):
 // streaming it would be an extra attempt at once, ignoring the backoff.
-func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failure) error {
+func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failure) ([]DeadLettered, error) {
 	if len(failures) == 0 {
-		return nil
+		return nil, nil
 	}
 	batch := &pgx.Batch{}
+	var dead []DeadLettered
 	for _, f := range failures {
+		maxAttempts := s.policy.MaxAttempts
+		if f.Final {
+			maxAttempts = 0 // a dead letter at this attempt, whatever came before
+		}
 		args := []any{f.Event.ID, f.Event.AggregateType, f.Event.AggregateID, f.Event.EventType, s.payloadArg(f.Event),
-			truncate(f.Err.Error(), 2000), s.policy.BackoffMin.Seconds(), s.policy.BackoffMax.Seconds(), s.policy.MaxAttempts}
-		batch.Queue(s.record, append(args, s.rowTail(f.Event)...)...)
+			truncate(f.Err.Error(), 2000), s.policy.BackoffMin.Seconds(), s.policy.BackoffMax.Seconds(), maxAttempts}
+		batch.Queue(s.record, append(args, s.rowTail(f.Event)...)...).QueryRow(func(row pgx.Row) error {
+			var attempts int
+			var isDead bool
+			if err := row.Scan(&attempts, &isDead); err != nil {
+				return err
+			}
+			if isDead {
+				dead = append(dead, DeadLettered{Event: f.Event, Table: s.qualified, Attempts: attempts, Err: f.Err})
+			}
+			return nil
+		})
 	}
 	if err := q.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("record failed attempts: %w", err)
+		return nil, fmt.Errorf("record failed attempts: %w", err)
 	}
-	return nil
+	return dead, nil
 }
 
 // DeadLetter makes rows dead letters at once, with the failure as the reason: rows

@@ -322,7 +322,7 @@ func TestColumnTypes(t *testing.T) {
 					t.Errorf("event %q: header created_at %q, want 2026-01-02T03:04:05.123456Z (a timestamp is UTC)", id, got)
 				}
 			}
-			waitDeadLettered(t, conn, "ev", poisonID, 3)
+			waitDeadLettered(t, conn, "ev", poisonID, 1) // too large for the producer: no retry
 			waitPublished(t, conn, "ev", len(want))
 			if consumer.Count(poisonID) != 0 {
 				t.Errorf("poison event delivered")
@@ -427,7 +427,7 @@ func TestPartitionedOutbox(t *testing.T) {
 			t.Errorf("event %s delivered %d times, want once", id, c)
 		}
 	}
-	waitDeadLettered(t, conn, "pev", poisonID, 3)
+	waitDeadLettered(t, conn, "pev", poisonID, 1) // too large for the producer: no retry
 	waitPublished(t, conn, "pev", len(ids))
 	var rows int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pev").Scan(&rows); err != nil || rows != len(ids)+1 {

@@ -116,6 +116,13 @@ type Config struct {
 	// Gatherer is what MetricsAddr serves on /metrics; nil: Registry, when it is a
 	// prometheus.Gatherer too (a *prometheus.Registry is).
 	Gatherer prometheus.Gatherer
+	// AckTimeout bounds how long the oldest event handed to the broker may wait for
+	// its answer: past it the relay logs at WARN, /readyz answers 503 and
+	// walrelay_broker_up is 0, until the broker acknowledges again (0: not watched).
+	AckTimeout time.Duration
+	// BrokerAddrs are where the sink reaches its broker, for the logs and /readyz
+	// while it does not acknowledge (sinks.Config.Addresses).
+	BrokerAddrs []string
 	// StatsInterval is how often slot health and table counts are read.
 	StatsInterval time.Duration
 	// StallTimeout: slot lag growing while the confirmed LSN has not moved for this
@@ -224,6 +231,7 @@ func DefaultConfig() Config {
 		PollInterval:      time.Second,
 		PublishTimeout:    2*time.Minute + 10*time.Second,
 		Retention:         7 * 24 * time.Hour,
+		AckTimeout:        10 * time.Second,
 		StatsInterval:     10 * time.Second,
 		StallTimeout:      5 * time.Minute,
 		MessagePrefix:     outbox.DefaultMessagePrefix,
@@ -314,6 +322,9 @@ func (c *Config) validateTimings() error {
 		if d.v <= 0 {
 			p.add("%s must be positive, got %s", d.name, d.v)
 		}
+	}
+	if c.AckTimeout < 0 || c.AckTimeout > 0 && c.AckTimeout < 100*time.Millisecond {
+		p.add("ack timeout must be 0 (not watched) or at least 100ms, got %s", c.AckTimeout)
 	}
 	if c.KeepaliveInterval < c.StatusInterval {
 		p.add("keepalive interval (%s) must not be shorter than status interval (%s)", c.KeepaliveInterval, c.StatusInterval)

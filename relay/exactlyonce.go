@@ -72,6 +72,7 @@ type eoPending struct {
 	xid     uint32     // of its database transaction (poller.Outcome.Xid)
 	rowless bool       // a table-less event: nothing to mark (message.go)
 	span    trace.Span // nil: tracing off; it ends at the Kafka commit
+	sent    *ackEpoch  // when it was produced; answered at the Kafka commit (ackclock.go)
 }
 
 func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, size int) error {
@@ -107,6 +108,7 @@ func (p *exactlyOnce) produce(e eoPending, at position) error {
 	if len(p.batch) == 0 {
 		p.started = time.Now()
 	}
+	e.sent = p.pub.acks.sent()
 	p.batch = append(p.batch, e)
 	if len(p.batch) >= p.maxBatch {
 		return p.commit()
@@ -142,6 +144,7 @@ func (p *exactlyOnce) commit() error {
 		p.handOver.Store(key, reason) // the next replication session hands it over and commits the rest
 	}
 	for _, b := range p.batch {
+		p.pub.acks.answered(b.sent, err)
 		if b.span != nil {
 			finish(b.span, err)
 		}

@@ -48,9 +48,11 @@ func (r *Relay) serveHTTP(ctx context.Context, ln net.Listener) error {
 
 // Ready reports whether the relay is connected and moving events, and why not.
 func (r *Relay) Ready() (bool, string) {
-	switch {
+	switch down := r.brokerDown.Load(); {
 	case r.pause.Paused():
 		return false, "paused: resume with walrelay resume or POST /resume"
+	case down != nil:
+		return false, *down
 	case r.stalled.Load():
 		return false, "stalled: slot lag grows while the confirmed LSN does not move"
 	case r.standby.Load():

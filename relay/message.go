@@ -68,6 +68,7 @@ func (p *publisher) publishMessage(ev outbox.Event, at position, txn *replicatio
 // Done takes the sink's verdict: settled at the ack, handed over on an event error.
 func (f *rowless) Done(err error) {
 	p := f.pub
+	p.acks.answered(f.sent, err)
 	if f.span != nil {
 		finish(f.span, err)
 	}

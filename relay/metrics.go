@@ -3,6 +3,7 @@ package relay
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,6 +18,7 @@ type metrics struct {
 	failed        *prometheus.CounterVec
 	batchDuration prometheus.Histogram
 	deadLetters   prometheus.Gauge
+	deadLettered  *prometheus.CounterVec
 	commitToAck   prometheus.Histogram
 	confirmedLSN  prometheus.Gauge
 	lastConfirm   prometheus.Gauge
@@ -25,6 +27,7 @@ type metrics struct {
 	slotsReplaced prometheus.Counter
 	stalled       prometheus.Gauge
 	paused        prometheus.Gauge
+	brokerUp      prometheus.Gauge
 	// horizonRecorded is when --on-publish progress last recorded a published horizon.
 	horizonRecorded prometheus.Gauge
 	// eventsConfirmed is when the confirmed LSN last moved past a transaction with
@@ -55,6 +58,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12)}),
 		deadLetters: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_dead_letters", Help: "Rows given up on after the maximum attempts (the <table>_dead_letters views)."}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "walrelay_dead_lettered_events_total",
+			Help: "Events this relay made dead letters, by outbox table: after their last attempt, or at once when no attempt can succeed (each is logged at ERROR)."}, []string{"table"}),
 		commitToAck: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "walrelay_commit_to_ack_seconds", Help: "Time from a transaction's commit to the broker's ack of its event.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
@@ -75,6 +81,9 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_stalled", Help: "1 when slot lag grows while the confirmed LSN has not moved for the stall timeout."}),
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_paused", Help: "1 while the relay is paused: it reads and publishes nothing, and keeps the slot."}),
+		brokerUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "walrelay_broker_up",
+			Help: "1 while the broker acknowledges events within the ack timeout; 0 while the oldest event in flight waits longer, or before the broker first answered."}),
 		horizonRecorded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_published_horizon_timestamp_seconds",
 			Help: "Unix time this relay last moved the published horizon (--on-publish progress) forward."}),
@@ -89,25 +98,28 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		slotActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_slot_active", Help: "1 when a process streams the slot."}, []string{"slot"}),
 		tableWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "walrelay_table_waiting_rows", Help: "Rows of each outbox table waiting for the poller (outbox_events_pending counts them all, plus events in flight)."}, []string{"table"}),
+			Name: "walrelay_table_waiting_rows", Help: "Rows of each outbox table waiting for the poller (walrelay_queued_events counts them all, plus events in flight)."}, []string{"table"}),
 		tableDead: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "walrelay_table_dead_letters", Help: "Dead letters of each outbox table (walrelay_dead_letters is their sum)."}, []string{"table"}),
 	}
 	build := buildinfo.Read()
-	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.commitToAck, m.confirmedLSN,
-		m.lastConfirm, m.eventsConfirmed, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.paused, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
+	for _, c := range []prometheus.Collector{m.published, m.failed, m.batchDuration, m.deadLetters, m.deadLettered, m.commitToAck, m.confirmedLSN,
+		m.lastConfirm, m.eventsConfirmed, m.leader, m.reconnects, m.slotsReplaced, m.stalled, m.paused, m.brokerUp, m.horizonRecorded, m.slotConfirmedLag, m.slotRestartLag, m.slotSafeWAL,
 		m.slotWALStatus, m.slotActive, m.tableWaiting, m.tableDead,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "outbox_events_pending", Help: "Rows waiting for the poller plus events received and not yet acked.",
-		}, func() float64 {
-			events, _ := r.window.InFlight()
-			return float64(m.waitingRows.Load() + events)
-		}),
+			Name: "walrelay_queued_events", Help: "Rows waiting for the poller plus events received and not yet acked (not the outbox_events_pending view's rows, which are every row not published).",
+		}, m.queued(r)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "outbox_events_pending", Help: "Deprecated, removed in the next release: walrelay_queued_events under its old name.",
+		}, m.queued(r)),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_build_info", Help: "1, labelled with the walrelay build that runs.",
 			ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion}},
 			func() float64 { return 1 }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_inflight_events", Help: "Events handed to the broker and not yet settled."},
 			func() float64 { events, _ := r.window.InFlight(); return float64(events) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_oldest_inflight_age_seconds",
+			Help: "How long the oldest event handed to the broker has waited for its answer; 0: none waits."},
+			func() float64 { age, _ := r.acks.oldest(time.Now()); return age.Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_inflight_bytes", Help: "Bytes of events handed to the broker and not yet settled."},
 			func() float64 { _, bytes := r.window.InFlight(); return float64(bytes) }),
 	} {
@@ -117,6 +129,15 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// queued reads walrelay_queued_events: rows waiting for the poller, from the last
+// stats query, plus the events in flight.
+func (m *metrics) queued(r *Relay) func() float64 {
+	return func() float64 {
+		events, _ := r.window.InFlight()
+		return float64(m.waitingRows.Load() + events)
+	}
 }
 
 // newRegistry is the binary's registry: the relay's metrics plus Go runtime and

@@ -20,7 +20,7 @@ import (
 )
 
 // A known workload gives known metric values: 120 events acked, one poison event
-// failing twice and ending as the one dead letter, nothing pending, the slot active
+// too large to send, failing once and counted as the one dead letter, nothing pending, the slot active
 // and caught up; /healthz and /readyz answer.
 func TestMetricsReflectWorkload(t *testing.T) {
 	t.Parallel()
@@ -79,7 +79,7 @@ func TestMetricsReflectWorkload(t *testing.T) {
 		return -1
 	}
 	waitFor(t, 30*time.Second, "one dead letter in the metrics", func() bool { return metric("walrelay_dead_letters") == 1 })
-	waitFor(t, 30*time.Second, "nothing pending", func() bool { return metric("outbox_events_pending") == 0 })
+	waitFor(t, 30*time.Second, "nothing pending", func() bool { return metric("walrelay_queued_events") == 0 && metric("outbox_events_pending") == 0 })
 
 	if got := metric("outbox_events_published_total"); got != float64(n) {
 		t.Errorf("outbox_events_published_total = %v, want %d", got, n)
@@ -90,7 +90,10 @@ func TestMetricsReflectWorkload(t *testing.T) {
 	if err := testutil.CollectAndCompare(reg, strings.NewReader(`
 # HELP outbox_events_failed_total Failed publish attempts, by event type.
 # TYPE outbox_events_failed_total counter
-outbox_events_failed_total{event_type="poison"} 2
+outbox_events_failed_total{event_type="poison"} 1
+# HELP walrelay_dead_lettered_events_total Events this relay made dead letters, by outbox table: after their last attempt, or at once when no attempt can succeed (each is logged at ERROR).
+# TYPE walrelay_dead_lettered_events_total counter
+walrelay_dead_lettered_events_total{table="public.outbox_events"} 1
 # HELP walrelay_leader 1 while this instance streams the slot (or polls, in poll mode).
 # TYPE walrelay_leader gauge
 walrelay_leader 1
@@ -100,7 +103,7 @@ walrelay_inflight_events 0
 # HELP walrelay_slot_active 1 when a process streams the slot.
 # TYPE walrelay_slot_active gauge
 walrelay_slot_active{slot="metrics"} 1
-`), "outbox_events_failed_total", "walrelay_leader", "walrelay_inflight_events", "walrelay_slot_active"); err != nil {
+`), "outbox_events_failed_total", "walrelay_dead_lettered_events_total", "walrelay_leader", "walrelay_inflight_events", "walrelay_slot_active"); err != nil {
 		t.Error(err)
 	}
 	if got := metric("walrelay_confirmed_lsn"); got <= 0 {

@@ -37,6 +37,8 @@ type Relay struct {
 
 	active         atomic.Bool // streaming, or the last poll succeeded
 	stalled        atomic.Bool
+	brokerDown     atomic.Pointer[string] // why the broker is not acknowledging (brokerwatch.go); nil: it is
+	acks           *ackClock              // events handed to the sink and not answered yet
 	standby        atomic.Bool // waiting for another instance to release the slot
 	lostLeadership atomic.Bool // the last replication session ended because the lock's connection died
 	eoHandOver     sync.Map    // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
@@ -92,6 +94,7 @@ func New(cfg Config) (*Relay, error) {
 		cfg:        cfg,
 		log:        logger,
 		window:     replication.NewWindow(int64(cfg.MaxInFlightEvents), cfg.MaxInFlightBytes),
+		acks:       newAckClock(time.Now()),
 		registerer: reg,
 		gatherer:   gatherer,
 	}
@@ -135,6 +138,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := r.waitForBroker(ctx, snk); err != nil {
 		return g.Wait() // ctx ended while waiting
 	}
+	if r.cfg.AckTimeout > 0 {
+		g.Go(func() error { return r.watchBroker(gctx) })
+	}
 
 	// The table is checked before anything else starts, so a missing table is one
 	// clear error rather than a chorus of failing background loops. Its shape, read
@@ -161,6 +167,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.deadLetters.Store(dl)
 	bk := poller.NewBookkeeperTables(stores, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
+	bk.OnDeadLetter = r.countDeadLetter
 	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
 	bkDone := make(chan struct{})
 	go func() { _ = bk.Run(bkCtx); close(bkDone) }()
@@ -249,7 +256,7 @@ func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.P
 		Shape: t.shape, TopicTemplate: t.TopicTemplate, Table: t.name, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
 		BatchSize: r.cfg.PollBatchSize, Workers: r.cfg.pollWorkers(), Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
 		IdleMax: streamPollIdleMax(pollMode),
-		Logger:  r.log,
+		Logger:  r.log, OnDeadLetter: r.countDeadLetter,
 		OnBatch: func(res poller.BatchResult) {
 			if pollMode {
 				r.active.Store(true)
@@ -269,6 +276,11 @@ func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.P
 		},
 		Paused: r.pause.Paused,
 	})
+}
+
+// countDeadLetter counts an event given up on (poller.DeadLettered, logged there).
+func (r *Relay) countDeadLetter(d poller.DeadLettered) {
+	r.metrics.deadLettered.WithLabelValues(d.Table).Inc()
 }
 
 // stream leads the slot and runs replication sessions until ctx ends or the setup

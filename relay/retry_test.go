@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,15 +29,17 @@ func fastRetries(c *config) {
 	c.PollInterval = 50 * time.Millisecond
 }
 
-// A poison event (larger than the producer may send) is retried by the poller and
-// ends as a dead letter, while the healthy events around it all flow. Once the limit
-// is raised, a dlq retry gets it delivered.
+// A poison event (larger than the producer may send) is a dead letter at its first
+// attempt, since no retry can send it, with an error naming both limits, an ERROR
+// line and a count, while the healthy events around it all flow. Once the limit is
+// raised, a dlq retry gets it delivered.
 func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.MigratedDatabase(t)
 	broker := testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"message.max.bytes": "4000000"}))
 	conn := testenv.Connect(t, dbURL)
-	rn := start(t, dbURL, broker, "poison", fastRetries)
+	reg := prometheus.NewRegistry()
+	rn := start(t, dbURL, broker, "poison", fastRetries, func(c *config) { c.Registry = reg })
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	aggs := aggregates("ps", 50)
 	ctx := context.Background()
@@ -77,8 +81,29 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition with a deadline
 	}
-	if attempts != 3 || !strings.Contains(lastError, "MESSAGE_TOO_LARGE") {
-		t.Errorf("dead letter: attempts %d (want 3), last_error %q (want MESSAGE_TOO_LARGE)", attempts, lastError)
+	if attempts != 1 {
+		t.Errorf("dead letter after %d attempts, want 1: no retry can send a record above the producer's limit", attempts)
+	}
+	for _, want := range []string{"MESSAGE_TOO_LARGE", "--kafka-max-message-bytes", "max.message.bytes", "producer's limit of 1000012 bytes"} {
+		if !strings.Contains(lastError, want) {
+			t.Errorf("last_error lacks %q: %s", want, lastError)
+		}
+	}
+	if !rn.waitLog(10*time.Second, "event dead-lettered") {
+		t.Fatal("no ERROR line for the dead letter")
+	}
+	for line := range strings.Lines(rn.logs.String()) {
+		if !strings.Contains(line, "event dead-lettered") {
+			continue
+		}
+		for _, want := range []string{"level=ERROR", "event_id=" + poisonID, "table=public.outbox_events", "attempts=1", "MESSAGE_TOO_LARGE"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("the dead letter's line lacks %q: %s", want, line)
+			}
+		}
+	}
+	if got := testutil.ToFloat64(metricByName(t, reg, "walrelay_dead_lettered_events_total")); got != 1 {
+		t.Errorf("walrelay_dead_lettered_events_total{table=public.outbox_events} = %v, want 1", got)
 	}
 	// The published horizon follows the acks the consumer already saw.
 	waitFor(t, 30*time.Second, "every healthy row published", func() bool {
@@ -295,9 +320,11 @@ func TestUnmappableRowIsDeadLettered(t *testing.T) {
 			if tc.beforeStart {
 				badID = writeBad()
 			}
+			reg := prometheus.NewRegistry()
 			start(t, dbURL, broker, "unmappable_"+tc.name, func(c *config) {
 				c.Mode = tc.mode
 				c.PollInterval = 100 * time.Millisecond
+				c.Registry = reg
 			})
 			consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 			if !tc.beforeStart {
@@ -315,6 +342,18 @@ func TestUnmappableRowIsDeadLettered(t *testing.T) {
 			if consumer.Count(badID) != 0 {
 				t.Fatal("the unmappable row was published")
 			}
+			waitFor(t, 10*time.Second, "walrelay_dead_lettered_events_total 1", func() bool {
+				fams, err := reg.Gather()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range fams {
+					if f.GetName() == "walrelay_dead_lettered_events_total" {
+						return len(f.GetMetric()) == 1 && f.GetMetric()[0].GetCounter().GetValue() == 1
+					}
+				}
+				return false
+			})
 		})
 	}
 }

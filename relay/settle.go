@@ -40,6 +40,7 @@ type publisher struct {
 	bk       *poller.Bookkeeper
 	markAcks bool
 	m        *metrics
+	acks     *ackClock
 	tracer   *eventTracer // nil: tracing off
 	log      *slog.Logger
 	// stores are the outbox tables' by name (outbox.Event.Table), for the rows of
@@ -66,7 +67,7 @@ func (r *Relay) passPublisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
 }
 
 func (r *Relay) newPublisher(snk sink.Sink, bk *poller.Bookkeeper, markAcks bool) *publisher {
-	return &publisher{sink: snk, bk: bk, markAcks: markAcks, m: r.metrics, log: r.log, stores: r.stores,
+	return &publisher{sink: snk, bk: bk, markAcks: markAcks, m: r.metrics, acks: r.acks, log: r.log, stores: r.stores,
 		tracer: newEventTracer(r.cfg.TracerProvider, snk)}
 }
 
@@ -80,6 +81,7 @@ type inflight struct {
 	size int
 	at   position
 	span trace.Span // nil: tracing off
+	sent *ackEpoch  // when it was handed to the sink (ackclock.go)
 }
 
 // publish sends ev, an event of txn, to the sink.
@@ -94,12 +96,14 @@ func (p *publisher) send(f *inflight, done sink.Done) {
 	if p.tracer != nil {
 		f.span = p.tracer.start(&f.ev, f.at.committed, byStream)
 	}
+	f.sent = p.acks.sent()
 	p.sink.Publish(&f.ev, done)
 }
 
 // Done takes the sink's verdict.
 func (f *inflight) Done(err error) {
 	p := f.pub
+	p.acks.answered(f.sent, err)
 	if f.span != nil {
 		finish(f.span, err)
 	}

@@ -102,13 +102,15 @@ type tracedSink struct {
 	t *eventTracer
 }
 
-// pollerSink is snk as the poller uses it: traced when tracing is on.
+// pollerSink is snk as the poller uses it: timed by the ack clock, and traced when
+// tracing is on.
 func (r *Relay) pollerSink(snk sink.Sink) sink.Sink {
 	t := newEventTracer(r.cfg.TracerProvider, snk)
+	clocked := clockedSink{Sink: snk, acks: r.acks}
 	if t == nil {
-		return snk
+		return clocked
 	}
-	return tracedSink{Sink: snk, t: t}
+	return tracedSink{Sink: clocked, t: t}
 }
 
 func (s tracedSink) Publish(ev *outbox.Event, done sink.Done) {

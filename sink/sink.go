@@ -22,7 +22,12 @@ import (
 // moves on. Any other publish error means the broker, or the part of it the event
 // goes to, is unavailable: nothing is handed over and the stream is retried, so
 // the event keeps its place in its aggregate's order.
-type EventError struct{ Err error }
+type EventError struct {
+	Err error
+	// Final: no retry can deliver the event as it is (larger than the producer's own
+	// limit), so it is a dead letter at once rather than after every attempt.
+	Final bool
+}
 
 func (e *EventError) Error() string { return e.Err.Error() }
 func (e *EventError) Unwrap() error { return e.Err }
@@ -31,6 +36,12 @@ func (e *EventError) Unwrap() error { return e.Err }
 func IsEventError(err error) bool {
 	var ee *EventError
 	return errors.As(err, &ee)
+}
+
+// IsFinal reports whether err is an event error that no retry can fix.
+func IsFinal(err error) bool {
+	var ee *EventError
+	return errors.As(err, &ee) && ee.Final
 }
 
 // Done is told how one Publish ended. An interface rather than a func so that the
@@ -57,4 +68,12 @@ type Sink interface {
 	Ping(ctx context.Context) error
 	// Close releases the client; events still in flight fail.
 	Close()
+}
+
+// ErrorReporter is a Sink that can say what last went wrong between its client and
+// the broker, for the relay's log and /readyz while the broker does not acknowledge.
+type ErrorReporter interface {
+	// LastError is the last error the client met connecting to, writing to or
+	// reading from the broker since it last succeeded, or nil.
+	LastError() error
 }

@@ -129,7 +129,10 @@ func newSettings() *settings {
 		num("max-attempts", "failed publishes before a row is a dead letter", &c.Retry.MaxAttempts),
 		dur("retry-backoff-min", "first wait before retrying a failed event (doubles each attempt)", &c.Retry.BackoffMin),
 		dur("retry-backoff-max", "longest wait between retries", &c.Retry.BackoffMax),
-		dur("event-timeout", "how long an event may fail with retriable errors before the session restarts (0: never)", &b.Kafka.EventTimeout),
+		dur("ack-timeout", "how long the oldest event in flight may wait for the broker's ack before the relay warns, /readyz answers 503 "+
+			"and walrelay_broker_up is 0 (0: not watched)", &c.AckTimeout),
+		dur("event-timeout", "deprecated, use --ack-timeout to learn of a broker that stops acknowledging: Kafka's per-record delivery timeout, "+
+			"checked only when the producer retries a record, after which the session restarts (0: never); also bounds the poller's wait for acks", &b.Kafka.EventTimeout),
 		size("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
 		{name: "key-converter", usage: "how the record key is written, as Kafka Connect's key.converter: string (the aggregate id as it is), " +
@@ -539,6 +542,7 @@ func (s *settings) logger() (*slog.Logger, error) {
 func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.Config, error) {
 	cfg := s.relay
 	cfg.Logger = logger
+	cfg.BrokerAddrs = s.sinks.Addresses()
 	if s.sinks.Kafka.EventTimeout > 0 {
 		cfg.PublishTimeout = s.sinks.Kafka.EventTimeout + 10*time.Second
 	}
@@ -560,6 +564,11 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 		return cfg, err
 	}
 	s.logStartup(logger, cfg)
+	if s.sinks.Kafka.EventTimeout != sinks.DefaultConfig().Kafka.EventTimeout {
+		logger.Warn("event-timeout is deprecated: it is checked only when the producer retries a record, so a broker that "+
+			"stops answering may never trip it; ack-timeout says within seconds when the broker stops acknowledging",
+			"event_timeout", s.sinks.Kafka.EventTimeout.String(), "ack_timeout", cfg.AckTimeout.String())
+	}
 	snk, err := sinks.Open(ctx, s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
 		PollBatch: cfg.PollInFlight()}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
 	cfg.Sink = snk

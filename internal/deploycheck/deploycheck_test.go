@@ -26,7 +26,11 @@ import (
 var relayMetrics = map[string][]string{
 	"outbox_events_published_total":                nil,
 	"outbox_events_failed_total":                   {"event_type"},
-	"outbox_events_pending":                        nil,
+	"walrelay_queued_events":                       nil,
+	"outbox_events_pending":                        nil, // deprecated: walrelay_queued_events
+	"walrelay_broker_up":                           nil,
+	"walrelay_dead_lettered_events_total":          {"table"},
+	"walrelay_oldest_inflight_age_seconds":         nil,
 	"outbox_batch_duration_seconds":                nil,
 	"walrelay_dead_letters":                        nil,
 	"walrelay_slot_confirmed_lag_bytes":            {"slot"},
@@ -257,10 +261,12 @@ func TestArticleThresholds(t *testing.T) {
 		minFor  time.Duration
 		exactly bool
 	}{
-		{"outbox_events_pending > 1000 for 2 minutes",
-			regexp.MustCompile(`^outbox_events_pending ?> ?1000$`), 2 * time.Minute, true},
-		{"outbox_events_pending growing steadily",
-			regexp.MustCompile(`\b(deriv|delta|increase|predict_linear)\(outbox_events_pending\[[0-9a-z]+\]\) ?> ?0\b`), 5 * time.Minute, false},
+		// The article's outbox_events_pending is walrelay_queued_events now; the rules
+		// read the old name too while it is a deprecated alias.
+		{"queued events > 1000 for 2 minutes",
+			regexp.MustCompile(`^\(walrelay_queued_events or outbox_events_pending\) ?> ?1000$`), 2 * time.Minute, true},
+		{"queued events growing steadily",
+			regexp.MustCompile(`\b(deriv|delta|increase|predict_linear)\(\(walrelay_queued_events or outbox_events_pending\)\[[0-9a-z]+:[0-9a-z]*\]\) ?> ?0\b`), 5 * time.Minute, false},
 		{"dead letters non-zero",
 			regexp.MustCompile(`^walrelay_dead_letters ?(> ?0|!= ?0|>= ?1)$`), 0, false},
 		{"outbox_batch_duration_seconds p95 > 5s",
@@ -394,7 +400,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	// The panels the runbook relies on.
 	for _, m := range []string{
 		"walrelay_slot_confirmed_lag_bytes", "outbox_events_published_total", "walrelay_commit_to_ack_seconds",
-		"outbox_events_pending", "walrelay_dead_letters", "walrelay_inflight_events",
+		"walrelay_queued_events", "walrelay_dead_letters", "walrelay_inflight_events",
 		"walrelay_reconnects_total", "walrelay_stalled", "walrelay_leader",
 	} {
 		if !used[m] {

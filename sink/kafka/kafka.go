@@ -126,6 +126,8 @@ type Sink struct {
 	format    *rec.Format
 	topics    topicCache
 	promiseFn func(*kgo.Record, error) // s.promise, bound once: a method value allocates
+	errs      *brokerErrors
+	purging   sync.Map // topics being forgotten after UNKNOWN_TOPIC_ID (topicid.go)
 }
 
 // New creates the client; it connects lazily. Zero fields take their defaults.
@@ -139,11 +141,12 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := kgo.NewClient(opts...)
+	errs := &brokerErrors{}
+	client, err := kgo.NewClient(append(opts, kgo.WithHooks(errs))...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	s := &Sink{client: client, cfg: cfg, topic: tmpl, format: &cfg.Format}
+	s := &Sink{client: client, cfg: cfg, topic: tmpl, format: &cfg.Format, errs: errs}
 	s.promiseFn = s.promise
 	return s, nil
 }
@@ -248,7 +251,10 @@ func (s *Sink) promise(kr *kgo.Record, err error) {
 		r.done.Done(nil)
 	} else if pf := partitionFault(kr); pf != nil {
 		r.done.Done(&sink.EventError{Err: pf})
+	} else if errors.Is(err, kerr.MessageTooLarge) {
+		r.done.Done(s.tooLarge(kr, err))
 	} else {
+		s.forgetRecreatedTopic(kr.Topic, err)
 		r.done.Done(classify(err))
 	}
 	*r = record{}
