@@ -39,9 +39,9 @@ type Relay struct {
 	stalled        atomic.Bool
 	brokerDown     atomic.Pointer[string] // why the broker is not acknowledging (brokerwatch.go); nil: it is
 	acks           *ackClock              // events handed to the sink and not answered yet
-	standby        atomic.Bool // waiting for another instance to release the slot
-	lostLeadership atomic.Bool // the last replication session ended because the lock's connection died
-	eoHandOver     sync.Map    // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
+	standby        atomic.Bool            // waiting for another instance to release the slot
+	lostLeadership atomic.Bool            // the last replication session ended because the lock's connection died
+	eoHandOver     sync.Map               // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
 	pause          replication.Pause
 	replays        replayJobs
 	deadLetters    atomic.Pointer[DeadLetters] // set once the tables are checked: the admin API's /dlq
