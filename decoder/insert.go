@@ -120,6 +120,9 @@ func readTuple(r *reader, rel *relation, tuple []span) (spans [numColumns]span, 
 			tuple[i] = s
 		}
 	}
+	for _, sh := range rel.shared {
+		spans[sh[1]] = spans[sh[0]]
+	}
 	r.off = off
 	return spans, nil
 }

@@ -36,13 +36,16 @@ func columnNames(c outbox.Columns) [numColumns]string {
 	}
 }
 
-func (t *target) fieldOf(name []byte) int8 {
+// fieldsOf lists the fields column name fills, in field order, appended to fs:
+// one column may fill several (Debezium's router routes by any column, also the
+// type or the key column).
+func (t *target) fieldsOf(fs []int8, name []byte) []int8 {
 	for f, c := range t.names {
 		if c != "" && string(name) == c {
-			return int8(f)
+			fs = append(fs, int8(f))
 		}
 	}
-	return -1
+	return fs
 }
 
 // Type OIDs that change how a column's text is read.
@@ -110,6 +113,9 @@ type relation struct {
 	// field maps a tuple column position to a field, or -1 for columns the
 	// relay ignores.
 	field []int8
+	// shared are the fields filled by a column that fills an earlier field too,
+	// each beside that field: {first, also}.
+	shared [][2]int8
 	// placedPos is the tuple position of each of t.placed, -1 when the table
 	// lacks it (only the trace column may be missing).
 	placedPos []int
@@ -176,6 +182,7 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		}
 	}
 	var seen [numFields]bool
+	var fs []int8
 	for i := range int(n) {
 		if _, err := r.uint8("column flags"); err != nil {
 			return err
@@ -192,22 +199,29 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 			return err
 		}
 		if ours {
-			f := t.fieldOf(col)
-			rel.field[i] = f
+			fs = t.fieldsOf(fs[:0], col)
+			rel.field[i] = -1
+			for j, f := range fs {
+				if j == 0 {
+					rel.field[i] = f
+				} else {
+					rel.shared = append(rel.shared, [2]int8{fs[0], f})
+				}
+				if f < numFields {
+					seen[f] = true
+				}
+				switch f {
+				case fieldPayload:
+					rel.payloadBytea = typ == oidBytea
+					rel.payloadType = payloadTypeOf(typ)
+				case fieldCreatedAt:
+					rel.createdAtLocal = typ == oidTimestamp
+				}
+			}
 			for k, pc := range t.placed {
 				if string(col) == pc.column {
 					rel.placedPos[k] = i
 				}
-			}
-			if f >= 0 && f < numFields {
-				seen[f] = true
-			}
-			switch {
-			case f == fieldPayload:
-				rel.payloadBytea = typ == oidBytea
-				rel.payloadType = payloadTypeOf(typ)
-			case f == fieldCreatedAt:
-				rel.createdAtLocal = typ == oidTimestamp
 			}
 		}
 	}
