@@ -255,7 +255,7 @@ func fillPlaced(rel *relation, tuple []span, ev *outbox.Event, str func(span) st
 		}
 		switch pc.kind {
 		case placedHeader:
-			hs = append(hs, outbox.Header{Key: pc.header, Value: v})
+			hs = append(hs, outbox.Header{Key: pc.header, Value: v, Type: rel.placedType[k]})
 		case placedPartition:
 			ev.Partition = v
 		case placedTrace:

@@ -1,6 +1,10 @@
 package decoder
 
-import "github.com/walrelay/walrelay/outbox"
+import (
+	"strconv"
+
+	"github.com/walrelay/walrelay/outbox"
+)
 
 // Fields of outbox.Event, in the order errors report them: the required columns.
 const (
@@ -55,7 +59,30 @@ const (
 	oidJSONB       = 3802
 	oidTimestamp   = 1114 // without time zone: read as UTC
 	oidTimestamptz = 1184
+	oidBool        = 16
+	oidDate        = 1082
 )
+
+// formatType names the types outbox.Header.Type distinguishes as PostgreSQL's
+// format_type does; "" for the others, whose text a record writes as it is.
+func formatType(oid uint32, typmod int32) string {
+	switch oid {
+	case oidBool:
+		return "boolean"
+	case oidDate:
+		return "date"
+	case oidTimestamp, oidTimestamptz:
+		zone := " without time zone"
+		if oid == oidTimestamptz {
+			zone = " with time zone"
+		}
+		if typmod >= 0 {
+			return "timestamp(" + strconv.Itoa(int(typmod)) + ")" + zone
+		}
+		return "timestamp" + zone
+	}
+	return ""
+}
 
 // placed is a column read besides the event's own (outbox.Columns.Placed).
 type placed struct {
@@ -119,6 +146,9 @@ type relation struct {
 	// placedPos is the tuple position of each of t.placed, -1 when the table
 	// lacks it (only the trace column may be missing).
 	placedPos []int
+	// placedType is the type of each of t.placed as format_type names it, for
+	// the types a record format writes differently (outbox.Header.Type); "" others.
+	placedType []string
 	// err is set when the table lacks a required column; inserts return it.
 	err *SchemaError
 	// payloadBytea: the payload arrives as bytea's hex text (\x...) and is decoded.
@@ -176,6 +206,7 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		rel = &relation{t: t, ncols: int(n), field: make([]int8, n)}
 		if len(t.placed) > 0 {
 			rel.placedPos = make([]int, len(t.placed))
+			rel.placedType = make([]string, len(t.placed))
 			for k := range rel.placedPos {
 				rel.placedPos[k] = -1
 			}
@@ -195,7 +226,8 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		if err != nil {
 			return err
 		}
-		if _, err := r.uint32("column type modifier"); err != nil {
+		typmod, err := r.uint32("column type modifier")
+		if err != nil {
 			return err
 		}
 		if ours {
@@ -221,6 +253,7 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 			for k, pc := range t.placed {
 				if string(col) == pc.column {
 					rel.placedPos[k] = i
+					rel.placedType[k] = formatType(typ, int32(typmod))
 				}
 			}
 		}

@@ -46,6 +46,11 @@ type Event struct {
 type Header struct {
 	Key   string
 	Value string
+	// Type is the type of the column the header is placed from, as format_type
+	// names it ("boolean", "timestamp(3) with time zone"), for a record format that
+	// writes the value as Debezium's PostgreSQL connector does (package record); ""
+	// for walrelay's own headers.
+	Type string
 }
 
 // Field is one value placed in the record's value beside the payload.

@@ -348,7 +348,7 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 	var unpublishable []Failure
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueRow, error) {
 		var x dueRow
-		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts, &x.position)
+		ev, bad, err := ScanEvent(r, p.cfg.Shape, &x.attempts, &x.position)
 		ev.TopicTemplate, ev.Table = p.cfg.TopicTemplate, p.cfg.Table
 		if p.cfg.Topic != nil {
 			ev.TopicTemplate = p.cfg.Topic(&ev)

@@ -242,7 +242,7 @@ func (p *replayRun) table(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink
 			if hasTime {
 				extra = []any{&at, &id}
 			}
-			ev, unpublishable, err := poller.ScanEvent(rows, t.shape.Columns, extra...)
+			ev, unpublishable, err := poller.ScanEvent(rows, t.shape, extra...)
 			if err != nil {
 				rows.Close()
 				return fmt.Errorf("read a row to replay from %s: %w", t.shape.Qualified(), err)

@@ -232,7 +232,7 @@ func newRecord(topic sink.Template, topics *topicCache, f *rec.Format, e *outbox
 	}
 	r.Headers = r.headers[:n]
 	for _, h := range e.Headers {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: bytesOf(h.Value)})
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: f.HeaderValue(h)})
 	}
 	r.Topic = topics.render(topic, e)
 	r.Key = f.Key(e)
@@ -255,8 +255,6 @@ func (s *Sink) promise(kr *kgo.Record, err error) {
 	records.Put(r)
 }
 
-// bytesOf views a string's bytes without copying; the bytes must not be changed.
-func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // topicCache keeps rendered topic names, so the usual handful of aggregate and
 // event types cost no allocation per event. It is used by Publish's single caller.

@@ -1,0 +1,47 @@
+package record_test
+
+import (
+	"testing"
+
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
+)
+
+// Header values placed from columns, with Debezium's headers, are what Debezium's
+// PostgreSQL connector makes of the column with time.precision.mode adaptive
+// (debezium-connector-postgres/src/main/java/io/debezium/connector/postgresql/
+// PostgresValueConverter.java convertTimestampWithZone; debezium-connector-common/
+// src/main/java/io/debezium/jdbc/TemporalPrecisionMode.java ADAPTIVE; io/debezium/
+// time/ZonedTimestamp.java toIsoString), written as text by Kafka Connect's
+// SimpleHeaderConverter (Values.convertToString). walrelay's own headers keep the
+// column's text.
+func TestHeaderValue(t *testing.T) {
+	debezium := record.Format{IDHeaderOnly: true}
+	for _, tc := range []struct {
+		typ, value, want string
+	}{
+		{"boolean", "t", "true"},
+		{"boolean", "f", "false"},
+		{"timestamp with time zone", "2024-05-01 14:00:00.123456+02", "2024-05-01T12:00:00.123456Z"},
+		{"timestamp with time zone", "2024-05-01 12:00:00+00", "2024-05-01T12:00:00.000000Z"},
+		{"timestamp(3) with time zone", "2024-05-01 12:00:00.1+05:30", "2024-05-01T06:30:00.100Z"},
+		{"timestamp(0) with time zone", "2024-05-01 12:00:00+00", "2024-05-01T12:00:00Z"},
+		// MicroTimestamp at precision 4 to 6 (and none), Timestamp (milliseconds) at 0 to 3.
+		{"timestamp without time zone", "2024-05-01 12:00:00.123456", "1714564800123456"},
+		{"timestamp(3) without time zone", "2024-05-01 12:00:00.123", "1714564800123"},
+		{"date", "2024-05-01", "19844"},
+		{"date", "1969-12-31", "-1"},
+		// What does not parse keeps its text.
+		{"timestamp with time zone", "infinity", "infinity"},
+		{"", "t", "t"},
+	} {
+		h := outbox.Header{Key: "k", Value: tc.value, Type: tc.typ}
+		if got := string(debezium.HeaderValue(h)); got != tc.want {
+			t.Errorf("%s %q: %q, want %q", tc.typ, tc.value, got, tc.want)
+		}
+		own := record.Format{}
+		if got := string(own.HeaderValue(h)); got != tc.value {
+			t.Errorf("walrelay headers, %s %q: %q, want the text", tc.typ, tc.value, got)
+		}
+	}
+}
