@@ -48,7 +48,8 @@ func placedRow() row {
 }
 
 // Placed columns become headers in the configured order, each value the text
-// PostgreSQL sends for its type; the partition column's text and the trace
+// PostgreSQL sends for its type, with the type where a record format writes it
+// otherwise (outbox.Header.Type); the partition column's text and the trace
 // context's headers come along; a column can be both an event field and a header.
 func TestDecodePlacedColumns(t *testing.T) {
 	d := mappedDecoder(t, placedCols, placedNames)
@@ -57,8 +58,8 @@ func TestDecodePlacedColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []outbox.Header{{Key: "tenant", Value: "acme"}, {Key: "region", Value: "eu-west"},
-		{Key: "eventType", Value: "order.placed"}, {Key: "amount", Value: "12.50"}, {Key: "flag", Value: "t"},
-		{Key: "blob", Value: `\x00ff`}, {Key: "at", Value: "2026-11-29 19:31:48.5+00"},
+		{Key: "eventType", Value: "order.placed"}, {Key: "amount", Value: "12.50"}, {Key: "flag", Value: "t", Type: "boolean"},
+		{Key: "blob", Value: `\x00ff`}, {Key: "at", Value: "2026-11-29 19:31:48.5+00", Type: "timestamp with time zone"},
 		{Key: "traceparent", Value: traceParent}}
 	if !slices.Equal(m.Event.Headers, want) {
 		t.Errorf("headers %q\nwant    %q", m.Event.Headers, want)

@@ -116,7 +116,7 @@ func appendZoned(b []byte, t time.Time, precision int) []byte {
 		b = append(b, frac[:precision]...)
 	} else if ns := t.Nanosecond(); ns != 0 {
 		b = append(b, '.')
-		b = append(b, strings.TrimRight(strconv.Itoa(ns+1e9)[1:], "0")...)
+		b = append(b, strings.TrimRight(strconv.Itoa(ns + 1e9)[1:], "0")...)
 	}
 	return append(b, 'Z')
 }

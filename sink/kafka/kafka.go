@@ -255,7 +255,6 @@ func (s *Sink) promise(kr *kgo.Record, err error) {
 	records.Put(r)
 }
 
-
 // topicCache keeps rendered topic names, so the usual handful of aggregate and
 // event types cost no allocation per event. It is used by Publish's single caller.
 type topicCache struct {
