@@ -51,6 +51,10 @@ type Header struct {
 	// writes the value as Debezium's PostgreSQL connector does (package record); ""
 	// for walrelay's own headers.
 	Type string
+	// Null marks a column that was NULL: Kafka with Debezium's headers writes it as
+	// a header with a null value, as Kafka Connect does; every other record leaves
+	// it out.
+	Null bool
 }
 
 // Field is one value placed in the record's value beside the payload.

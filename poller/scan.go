@@ -81,15 +81,17 @@ func ScanEvent(row pgx.Row, shape outbox.Shape, extra ...any) (ev outbox.Event, 
 	return ev, nil, nil
 }
 
-// placedHeaders are the header columns' headers, NULL ones left out, then the trace
+// placedHeaders are the header columns' headers, NULL ones marked Null, then the trace
 // context's; nil when there are none.
 func placedHeaders(shape outbox.Shape, values []*string, trace *string) []outbox.Header {
 	var hs []outbox.Header
 	for i, v := range values {
+		h := shape.Columns.Headers[i]
+		oh := outbox.Header{Key: h.Key(), Type: shape.PlacedTypes[h.Column], Null: v == nil}
 		if v != nil {
-			h := shape.Columns.Headers[i]
-			hs = append(hs, outbox.Header{Key: h.Key(), Value: *v, Type: shape.PlacedTypes[h.Column]})
+			oh.Value = *v
 		}
+		hs = append(hs, oh)
 	}
 	if trace != nil {
 		hs = outbox.AppendTraceHeaders(hs, *trace)

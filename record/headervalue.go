@@ -8,7 +8,10 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 )
 
-// HeaderValue is the value of a header placed from a column. With walrelay's own
+// HeaderValue is the value of a header placed from a column; ok is false for a
+// header the record leaves out. A NULL column (outbox.Header.Null) is a header
+// with a null value with Debezium's headers (SimpleHeaderConverter writes null for
+// null) and no header with walrelay's. With walrelay's own
 // headers it is the column's text as PostgreSQL writes it, sharing h's memory.
 // With Debezium's (IDHeaderOnly) it is what Debezium's PostgreSQL connector makes
 // of the column with its default time.precision.mode (adaptive), written by Kafka
@@ -24,10 +27,17 @@ import (
 //     strings and Values.convertToString write them.
 //
 // A value that does not parse (infinity, a year BC) is written as its text.
-func (f *Format) HeaderValue(h outbox.Header) []byte {
-	if !f.IDHeaderOnly || h.Type == "" {
-		return bytesOf(h.Value)
+func (f *Format) HeaderValue(h outbox.Header) (v []byte, ok bool) {
+	switch {
+	case h.Null:
+		return nil, f.IDHeaderOnly
+	case !f.IDHeaderOnly:
+		return bytesOf(h.Value), true
 	}
+	return f.debeziumHeaderValue(h), true
+}
+
+func (f *Format) debeziumHeaderValue(h outbox.Header) []byte {
 	switch h.Type {
 	case "boolean":
 		switch h.Value {

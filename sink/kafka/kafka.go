@@ -232,7 +232,9 @@ func newRecord(topic sink.Template, topics *topicCache, f *rec.Format, e *outbox
 	}
 	r.Headers = r.headers[:n]
 	for _, h := range e.Headers {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: f.HeaderValue(h)})
+		if v, ok := f.HeaderValue(h); ok {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: v})
+		}
 	}
 	r.Topic = topics.render(topic, e)
 	r.Key = f.Key(e)
