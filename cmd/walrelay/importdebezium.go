@@ -437,6 +437,10 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 	}
 	sort.Strings(rest)
 	for _, k := range rest {
+		if reason := headerValueDifference(k, props[k], fields); reason != "" {
+			differs(&b, k, props[k], reason)
+			continue
+		}
 		if reason := recordDifference(k, props[k], router); reason != "" {
 			differs(&b, k, props[k], reason)
 			continue
@@ -631,4 +635,25 @@ func topicFields(b *strings.Builder, router string, opt func(string) string,
 		return nil
 	}
 	return [][2]string{{"topic-regex", regex}, {"topic-replacement", repl}}
+}
+
+// headerValueDifference says how a connector option changes the header values of
+// placed columns from what record-headers debezium writes (time.precision.mode
+// adaptive, decimal.handling.mode precise or string): "" when it changes none, or
+// when no column is placed as a header.
+func headerValueDifference(key, value string, fields [][2]string) string {
+	headers := false
+	for _, f := range fields {
+		headers = headers || (f[0] == "column-headers" && f[1] != "")
+	}
+	if !headers {
+		return ""
+	}
+	switch {
+	case key == "time.precision.mode" && value != "adaptive" && value != "adaptive_time_microseconds":
+		return "walrelay writes timestamp and date headers as time.precision.mode adaptive does"
+	case key == "decimal.handling.mode" && value == "double":
+		return "walrelay writes numeric headers as their text, as decimal.handling.mode precise and string do"
+	}
+	return ""
 }

@@ -237,6 +237,10 @@ func TestImportDebeziumRouting(t *testing.T) {
 			nil, []string{`transforms.outbox.route.topic.regex=(a)\1`}},
 		{"by type", `, "transforms.outbox.route.by.field": "type", "transforms.outbox.table.field.event.type": "type"`,
 			[]string{"column-aggregate-type: type\n", "column-event-type: type\n"}, nil},
+		// Header values follow time.precision.mode adaptive (the default) only.
+		{"header times", `, "transforms.outbox.table.fields.additional.placement": "at:header", "time.precision.mode": "connect"`,
+			[]string{"column-headers: at\n"}, []string{"time.precision.mode=connect"}},
+		{"times without headers", `, "time.precision.mode": "connect"`, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, diffs, err := importDebezium(tc.name, []byte(base+tc.options+"}"), nil)
