@@ -58,7 +58,7 @@ func TestDecodePlacedColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []outbox.Header{{Key: "tenant", Value: "acme"}, {Key: "region", Value: "eu-west"},
-		{Key: "eventType", Value: "order.placed"}, {Key: "amount", Value: "12.50"}, {Key: "flag", Value: "t", Type: "boolean"},
+		{Key: "eventType", Value: "order.placed"}, {Key: "amount", Value: "12.50", Type: "numeric"}, {Key: "flag", Value: "t", Type: "boolean"},
 		{Key: "blob", Value: `\x00ff`}, {Key: "at", Value: "2026-11-29 19:31:48.5+00", Type: "timestamp with time zone"},
 		{Key: "traceparent", Value: traceParent}}
 	if !slices.Equal(m.Event.Headers, want) {
@@ -103,7 +103,7 @@ func TestDecodePlacedNullsAndTraceForms(t *testing.T) {
 			// NULL header columns are headers marked Null, which only Kafka with
 			// Debezium's headers writes (record.Format.HeaderValue).
 			want := append([]outbox.Header{{Key: "tenant", Null: true}, {Key: "region", Null: true},
-				{Key: "eventType", Value: "order.placed"}, {Key: "amount", Null: true},
+				{Key: "eventType", Value: "order.placed"}, {Key: "amount", Type: "numeric", Null: true},
 				{Key: "flag", Type: "boolean", Null: true}, {Key: "blob", Null: true},
 				{Key: "at", Type: "timestamp with time zone", Null: true}}, tc.want...)
 			if !slices.Equal(m.Event.Headers, want) || m.Event.Partition != "" {

@@ -61,6 +61,7 @@ const (
 	oidTimestamptz = 1184
 	oidBool        = 16
 	oidDate        = 1082
+	oidNumeric     = 1700
 )
 
 // formatType names the types outbox.Header.Type distinguishes as PostgreSQL's
@@ -71,6 +72,12 @@ func formatType(oid uint32, typmod int32) string {
 		return "boolean"
 	case oidDate:
 		return "date"
+	case oidNumeric:
+		if typmod >= 4 { // (precision << 16 | scale) + 4
+			t := typmod - 4
+			return "numeric(" + strconv.Itoa(int(t>>16&0xffff)) + "," + strconv.Itoa(int(t&0xffff)) + ")"
+		}
+		return "numeric"
 	case oidTimestamp, oidTimestamptz:
 		zone := " without time zone"
 		if oid == oidTimestamptz {

@@ -23,6 +23,9 @@ import (
 //   - timestamp without time zone: milliseconds since the epoch at precision 0 to 3
 //     (io.debezium.time.Timestamp), microseconds otherwise (MicroTimestamp);
 //   - date: days since the epoch (io.debezium.time.Date);
+//   - numeric with a scale (numeric(p,s)): Java's BigDecimal.toString, which is
+//     PostgreSQL's text but for values under 10^-6, written like 1.00E-8
+//     (decimal.handling.mode precise, the default, or string for the text);
 //   - text, numbers, uuid, json and the rest: their text, as the connector's
 //     strings and Values.convertToString write them.
 //
@@ -46,11 +49,15 @@ func (f *Format) debeziumHeaderValue(h outbox.Header) []byte {
 		case "f":
 			return []byte("false")
 		}
+	case "numeric":
 	case "date":
 		if t, err := time.Parse(time.DateOnly, h.Value); err == nil {
 			return strconv.AppendInt(nil, t.Unix()/86400, 10) // midnight UTC: a whole day
 		}
 	default:
+		if strings.HasPrefix(h.Type, "numeric(") {
+			return appendBigDecimal(nil, h.Value)
+		}
 		precision, zone, ok := timestampType(h.Type)
 		if !ok {
 			break
@@ -129,4 +136,35 @@ func appendZoned(b []byte, t time.Time, precision int) []byte {
 		b = append(b, strings.TrimRight(strconv.Itoa(ns + 1e9)[1:], "0")...)
 	}
 	return append(b, 'Z')
+}
+
+// appendBigDecimal writes PostgreSQL's text of a numeric as Java's
+// BigDecimal.toString does: the same digits, but in scientific notation when the
+// exponent of the first significant digit is below -6 (1.00E-8 for 0.0000000100).
+// NaN and infinities are written as they are.
+func appendBigDecimal(b []byte, s string) []byte {
+	sign, digits := "", s
+	if strings.HasPrefix(digits, "-") {
+		sign, digits = "-", digits[1:]
+	}
+	whole, frac, _ := strings.Cut(digits, ".")
+	if whole == "" || strings.Trim(whole+frac, "0123456789") != "" {
+		return append(b, s...)
+	}
+	unscaled := strings.TrimLeft(whole+frac, "0")
+	if unscaled == "" {
+		unscaled = "0"
+	}
+	adjusted := len(unscaled) - 1 - len(frac)
+	if adjusted >= -6 {
+		return append(b, s...)
+	}
+	b = append(b, sign...)
+	b = append(b, unscaled[0])
+	if len(unscaled) > 1 {
+		b = append(b, '.')
+		b = append(b, unscaled[1:]...)
+	}
+	b = append(b, 'E')
+	return strconv.AppendInt(b, int64(adjusted), 10)
 }

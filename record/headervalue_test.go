@@ -31,6 +31,13 @@ func TestHeaderValue(t *testing.T) {
 		{"timestamp(3) without time zone", "2024-05-01 12:00:00.123", "1714564800123"},
 		{"date", "2024-05-01", "19844"},
 		{"date", "1969-12-31", "-1"},
+		// BigDecimal.toString: plain down to 10^-6, scientific below.
+		{"numeric(10,2)", "12.50", "12.50"},
+		{"numeric(10,2)", "-0.05", "-0.05"},
+		{"numeric(20,10)", "0.0000010000", "0.0000010000"},
+		{"numeric(20,10)", "0.0000000100", "1.00E-8"},
+		{"numeric(20,10)", "-0.0000000001", "-1E-10"},
+		{"numeric(10,2)", "NaN", "NaN"},
 		// What does not parse keeps its text.
 		{"timestamp with time zone", "infinity", "infinity"},
 		{"", "t", "t"},

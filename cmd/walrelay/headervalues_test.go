@@ -19,7 +19,8 @@ import (
 // java/io/debezium/connector/postgresql/PostgresValueConverter.java), a timestamp
 // as MicroTimestamp's microseconds and a date as Date's epoch days
 // (debezium-connector-common/src/main/java/io/debezium/jdbc/TemporalPrecisionMode.java),
-// a uuid and numbers as their text, and a NULL column as a header with a null value.
+// a uuid as its text, a numeric(p,s) as Java's BigDecimal.toString (decimal.handling.mode
+// precise), and a NULL column as a header with a null value.
 func TestDebeziumHeaderValues(t *testing.T) {
 	t.Parallel()
 	const connector = `{"name": "outbox-connector", "config": {
@@ -28,7 +29,7 @@ func TestDebeziumHeaderValues(t *testing.T) {
 		"key.converter": "org.apache.kafka.connect.storage.StringConverter",
 		"value.converter": "org.apache.kafka.connect.storage.StringConverter",
 		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
-		"transforms.outbox.table.fields.additional.placement": "urgent:header,at:header:occurredAt,local:header,day:header,ref:header,amount:header,note:header"}}`
+		"transforms.outbox.table.fields.additional.placement": "urgent:header,at:header:occurredAt,local:header,day:header,ref:header,amount:header,tiny:header,note:header"}}`
 	const topic = "outbox.event.order"
 	dbURL := testenv.Database(t)
 	kafka := testenv.Kafka(t)
@@ -38,7 +39,7 @@ func TestDebeziumHeaderValues(t *testing.T) {
 	}
 	execSQL(t, dbURL, `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
 		aggregateid varchar(255) NOT NULL, payload jsonb, urgent boolean, at timestamptz, local timestamp,
-		day date, ref uuid, amount numeric(10,2), note text)`)
+		day date, ref uuid, amount numeric(10,2), tiny numeric(20,10), note text)`)
 	imported := run(t, time.Minute, baseEnv(), "import-debezium", writeFile(t, "connector.json", connector))
 	if imported.code != 0 {
 		t.Fatalf("import-debezium: exit code %d\n%s", imported.code, imported.stderr)
@@ -61,17 +62,17 @@ func TestDebeziumHeaderValues(t *testing.T) {
 		want   []string // key=value, key=<null>
 	}{
 		{`true, '2024-05-01 14:00:00.123456+02', '2024-05-01 12:00:00.123456', '2024-05-01',
-			'6f1c5e2a-3b4d-4e5f-8a9b-0c1d2e3f4a5b', 12.5, 'n'`,
+			'6f1c5e2a-3b4d-4e5f-8a9b-0c1d2e3f4a5b', 12.5, 0.00000001, 'n'`,
 			[]string{"urgent=true", "occurredAt=2024-05-01T12:00:00.123456Z", "local=1714564800123456", "day=19844",
-				"ref=6f1c5e2a-3b4d-4e5f-8a9b-0c1d2e3f4a5b", "amount=12.50", "note=n"}},
-		{`false, '2024-05-01 12:00:00+00', NULL, NULL, NULL, NULL, NULL`,
+				"ref=6f1c5e2a-3b4d-4e5f-8a9b-0c1d2e3f4a5b", "amount=12.50", "tiny=1.00E-8", "note=n"}},
+		{`false, '2024-05-01 12:00:00+00', NULL, NULL, NULL, NULL, NULL, NULL`,
 			[]string{"urgent=false", "occurredAt=2024-05-01T12:00:00.000000Z", "local=<null>", "day=<null>",
-				"ref=<null>", "amount=<null>", "note=<null>"}},
+				"ref=<null>", "amount=<null>", "tiny=<null>", "note=<null>"}},
 	}
 	ids := make([]string, len(rows))
 	for i, r := range rows {
 		if err := conn.QueryRow(context.Background(), `INSERT INTO outbox (id, aggregatetype, aggregateid, payload,
-			urgent, at, local, day, ref, amount, note) VALUES (gen_random_uuid(), 'order', 'ord-1', '{"n": 1}', `+r.insert+`)
+			urgent, at, local, day, ref, amount, tiny, note) VALUES (gen_random_uuid(), 'order', 'ord-1', '{"n": 1}', `+r.insert+`)
 			RETURNING id::text`).Scan(&ids[i]); err != nil {
 			t.Fatal(err)
 		}
