@@ -97,9 +97,12 @@ func expandTemplate(s string, re *regexp.Regexp) (string, error) {
 				return "", fmt.Errorf("ends in a backslash; write \\\\ for one")
 			}
 			i++
-			if s[i] == '$' {
+			switch s[i] {
+			case '$':
 				b.WriteString("$$")
-			} else {
+			case '{', '}':
+				return "", fmt.Errorf("has braces; topic names have none")
+			default:
 				b.WriteByte(s[i])
 			}
 		case '$':
@@ -132,6 +135,10 @@ func expandTemplate(s string, re *regexp.Regexp) (string, error) {
 				i++
 			}
 			b.WriteString("${" + strconv.Itoa(n) + "}")
+		case '{', '}':
+			// The topic is carried as a topic template (outbox.Event.TopicTemplate),
+			// where braces are placeholders; no Kafka topic has them.
+			return "", fmt.Errorf("has braces outside ${name}; topic names have none")
 		default:
 			b.WriteByte(c)
 		}
