@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,10 +164,20 @@ type TableConfig struct {
 	TopicRegex, TopicReplacement string
 }
 
-// OutboxTables is Tables, or the one table of Table and Columns.
+// OutboxTables is Tables, or the one table of Table and Columns. A table with
+// neither a topic template nor a topic regex of its own takes TopicRegex.
 func (c *Config) OutboxTables() []TableConfig {
 	if len(c.Tables) > 0 {
-		return c.Tables
+		if c.TopicRegex == "" && c.TopicReplacement == "" {
+			return c.Tables
+		}
+		tables := slices.Clone(c.Tables)
+		for i := range tables {
+			if tables[i].TopicTemplate == "" && tables[i].TopicRegex == "" && tables[i].TopicReplacement == "" {
+				tables[i].TopicRegex, tables[i].TopicReplacement = c.TopicRegex, c.TopicReplacement
+			}
+		}
+		return tables
 	}
 	return []TableConfig{{Table: c.Table, Columns: c.Columns, TopicRegex: c.TopicRegex, TopicReplacement: c.TopicReplacement}}
 }
