@@ -50,6 +50,7 @@ func TestRouteRefuses(t *testing.T) {
 		{`(?<n>a)\k<n>`, "x", "named backreference"},
 		{"a*+", "x", "possessive"},
 		{"(?>a)", "x", "atomic group"},
+		{"[a-z&&[^e]]", "x", "intersection"},
 		{"(.*)", "$2", "no group 2"},
 		{"(.*)", "${name}", `no group named "name"`},
 		{"(.*)", "cost$", "ends in $"},
