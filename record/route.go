@@ -19,8 +19,9 @@ import (
 // something else (other syntax RE2 lacks fails to compile). One difference remains:
 // Java's dot does not match \r, U+0085, U+2028 or U+2029, RE2's does.
 type Route struct {
-	re   *regexp.Regexp
-	repl string // in regexp.Expand's syntax
+	whole *regexp.Regexp // the expression anchored: Java's Matcher.matches
+	first *regexp.Regexp // as it is: Matcher.replaceFirst's find
+	repl  string         // in regexp.Expand's syntax
 }
 
 // ParseRoute checks regex and a replacement in Java's syntax ($1, ${name}, \$ for a
@@ -30,24 +31,30 @@ func ParseRoute(regex, replacement string) (*Route, error) {
 		return nil, fmt.Errorf("topic-regex %q uses %s, which Java reads but Go's RE2 does not; "+
 			"write it without lookarounds, backreferences, possessive quantifiers, atomic groups or class intersections", regex, s)
 	}
-	re, err := regexp.Compile(`^(?:` + regex + `)$`) // Java's Matcher.matches: the whole value
+	first, err := regexp.Compile(regex)
 	if err != nil {
 		return nil, fmt.Errorf("topic-regex %q: %w", regex, err)
 	}
-	repl, err := expandTemplate(replacement, re)
+	whole := regexp.MustCompile(`^(?:` + regex + `)$`) // compiles where regex does
+	repl, err := expandTemplate(replacement, first)
 	if err != nil {
 		return nil, fmt.Errorf("topic-replacement %q: %w", replacement, err)
 	}
-	return &Route{re: re, repl: repl}, nil
+	return &Route{whole: whole, first: first, repl: repl}, nil
 }
 
-// Topic is the topic for the routed value v.
+// Topic is the topic for the routed value v. Kafka's RegexRouter replaces the first
+// match when the whole value matches; the first match is usually the whole value,
+// but not always (a|ab on ab matches a first).
 func (r *Route) Topic(v string) string {
-	m := r.re.FindStringSubmatchIndex(v)
-	if m == nil {
+	if !r.whole.MatchString(v) {
 		return v
 	}
-	return string(r.re.ExpandString(nil, r.repl, v, m))
+	m := r.first.FindStringSubmatchIndex(v)
+	b := make([]byte, 0, len(v)+len(r.repl))
+	b = append(b, v[:m[0]]...)
+	b = r.first.ExpandString(b, r.repl, v, m)
+	return string(append(b, v[m[1]:]...))
 }
 
 // javaOnly finds a construct of Java's regular expressions that RE2 lacks; Go's

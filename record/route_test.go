@@ -10,8 +10,10 @@ import (
 // Debezium's outbox router hands the routed value to Kafka's RegexRouter
 // (debezium-connect-plugins/src/main/java/io/debezium/transforms/outbox/
 // EventRouterDelegate.java, regexRouter.configure with route.topic.regex and
-// route.topic.replacement): a whole match becomes the replacement, anything else
-// keeps the value as its topic.
+// route.topic.replacement), which, when Matcher.matches, takes
+// Matcher.replaceFirst (apache/kafka connect/transforms/src/main/java/org/apache/
+// kafka/connect/transforms/RegexRouter.java apply); anything else keeps the value
+// as its topic.
 func TestRouteTopic(t *testing.T) {
 	for _, tc := range []struct {
 		regex, replacement, value, want string
@@ -25,6 +27,8 @@ func TestRouteTopic(t *testing.T) {
 		{"order", "orders", "order.placed", "order.placed"},
 		// $12 is group 1 then "2" when there is no group 12 (Matcher.appendReplacement).
 		{"(a)", "$12", "a", "a2"},
+		// The whole value matches, and replaceFirst replaces the first match, a.
+		{"a|ab", "X", "ab", "Xb"},
 		// A backslash makes the next character literal.
 		{"(.*)", `\$$1\\`, "x", `$x\`},
 	} {
