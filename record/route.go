@@ -35,7 +35,10 @@ func ParseRoute(regex, replacement string) (*Route, error) {
 	if err != nil {
 		return nil, fmt.Errorf("topic-regex %q: %w", regex, err)
 	}
-	whole := regexp.MustCompile(`^(?:` + regex + `)$`) // compiles where regex does
+	whole, err := regexp.Compile(`^(?:` + regex + `)$`)
+	if err != nil {
+		return nil, fmt.Errorf("topic-regex %q: %w", regex, err)
+	}
 	repl, err := expandTemplate(replacement, first)
 	if err != nil {
 		return nil, fmt.Errorf("topic-replacement %q: %w", replacement, err)
