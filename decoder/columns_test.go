@@ -145,3 +145,25 @@ func TestDecodeSeveralTables(t *testing.T) {
 		t.Fatalf("NULL aggregateid: %v (table %d), want a RowError for tenant_b.outbox and table 1", err, m.Table)
 	}
 }
+
+// One column may fill several fields: Debezium's route.by.field may name the type
+// column, so the aggregate type and the event type are both read from it, and the
+// key may be the id column. Before, the second field counted as missing and the
+// table failed with a SchemaError for a column it has.
+func TestDecodeColumnFillingSeveralFields(t *testing.T) {
+	names := debeziumNames
+	names.AggregateType = "type"
+	names.AggregateID = "id"
+	d := mappedDecoder(t, debeziumCols, names)
+	r := row{"id": text(testID), "aggregatetype": text("order"), "aggregateid": text("ord-1"),
+		"type": text("order.placed"), "payload": text(testPayload)}
+	var m decoder.Message
+	if err := d.Decode(insertMsg(outboxOID, r.vals(debeziumCols)), &m); err != nil {
+		t.Fatal(err)
+	}
+	want := outbox.Event{ID: testID, AggregateType: "order.placed", AggregateID: testID, EventType: "order.placed",
+		Payload: []byte(testPayload)}
+	if m.Kind != decoder.KindInsert || diffEvent(m.Event, want) != "" {
+		t.Fatalf("kind %v: %s", m.Kind, diffEvent(m.Event, want))
+	}
+}

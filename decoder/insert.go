@@ -120,6 +120,9 @@ func readTuple(r *reader, rel *relation, tuple []span) (spans [numColumns]span, 
 			tuple[i] = s
 		}
 	}
+	for _, sh := range rel.shared {
+		spans[sh[1]] = spans[sh[0]]
+	}
 	r.off = off
 	return spans, nil
 }
@@ -223,7 +226,7 @@ func (d *Decoder) fill(data []byte, rel *relation, spans *[numColumns]span, tupl
 }
 
 // fillPlaced sets ev's headers, partition and trace headers from the placed
-// columns, their text copied by str. A NULL value leaves its header out.
+// columns, their text copied by str. A NULL header column is a header marked Null.
 func fillPlaced(rel *relation, tuple []span, ev *outbox.Event, str func(span) string) {
 	var hs []outbox.Header // allocated with the first header
 	for k, pc := range rel.t.placed {
@@ -244,7 +247,13 @@ func fillPlaced(rel *relation, tuple []span, ev *outbox.Event, str func(span) st
 			continue
 		}
 		if s.kind != 't' && s.kind != 'b' {
-			continue // NULL: no header, no partition, no trace
+			if pc.kind == placedHeader { // a NULL header: only some records write it
+				if hs == nil {
+					hs = make([]outbox.Header, 0, rel.t.maxHeaders)
+				}
+				hs = append(hs, outbox.Header{Key: pc.header, Type: rel.placedType[k], Null: true})
+			}
+			continue // NULL: no partition, no trace
 		}
 		v := str(s)
 		if hs == nil && pc.kind != placedPartition {
@@ -252,7 +261,7 @@ func fillPlaced(rel *relation, tuple []span, ev *outbox.Event, str func(span) st
 		}
 		switch pc.kind {
 		case placedHeader:
-			hs = append(hs, outbox.Header{Key: pc.header, Value: v})
+			hs = append(hs, outbox.Header{Key: pc.header, Value: v, Type: rel.placedType[k]})
 		case placedPartition:
 			ev.Partition = v
 		case placedTrace:

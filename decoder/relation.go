@@ -1,6 +1,10 @@
 package decoder
 
-import "github.com/walrelay/walrelay/outbox"
+import (
+	"strconv"
+
+	"github.com/walrelay/walrelay/outbox"
+)
 
 // Fields of outbox.Event, in the order errors report them: the required columns.
 const (
@@ -36,13 +40,16 @@ func columnNames(c outbox.Columns) [numColumns]string {
 	}
 }
 
-func (t *target) fieldOf(name []byte) int8 {
+// fieldsOf lists the fields column name fills, in field order, appended to fs:
+// one column may fill several (Debezium's router routes by any column, also the
+// type or the key column).
+func (t *target) fieldsOf(fs []int8, name []byte) []int8 {
 	for f, c := range t.names {
 		if c != "" && string(name) == c {
-			return int8(f)
+			fs = append(fs, int8(f))
 		}
 	}
-	return -1
+	return fs
 }
 
 // Type OIDs that change how a column's text is read.
@@ -52,7 +59,37 @@ const (
 	oidJSONB       = 3802
 	oidTimestamp   = 1114 // without time zone: read as UTC
 	oidTimestamptz = 1184
+	oidBool        = 16
+	oidDate        = 1082
+	oidNumeric     = 1700
 )
+
+// formatType names the types outbox.Header.Type distinguishes as PostgreSQL's
+// format_type does; "" for the others, whose text a record writes as it is.
+func formatType(oid uint32, typmod int32) string {
+	switch oid {
+	case oidBool:
+		return "boolean"
+	case oidDate:
+		return "date"
+	case oidNumeric:
+		if typmod >= 4 { // (precision << 16 | scale) + 4
+			t := typmod - 4
+			return "numeric(" + strconv.Itoa(int(t>>16&0xffff)) + "," + strconv.Itoa(int(t&0xffff)) + ")"
+		}
+		return "numeric"
+	case oidTimestamp, oidTimestamptz:
+		zone := " without time zone"
+		if oid == oidTimestamptz {
+			zone = " with time zone"
+		}
+		if typmod >= 0 {
+			return "timestamp(" + strconv.Itoa(int(typmod)) + ")" + zone
+		}
+		return "timestamp" + zone
+	}
+	return ""
+}
 
 // placed is a column read besides the event's own (outbox.Columns.Placed).
 type placed struct {
@@ -110,9 +147,15 @@ type relation struct {
 	// field maps a tuple column position to a field, or -1 for columns the
 	// relay ignores.
 	field []int8
+	// shared are the fields filled by a column that fills an earlier field too,
+	// each beside that field: {first, also}.
+	shared [][2]int8
 	// placedPos is the tuple position of each of t.placed, -1 when the table
 	// lacks it (only the trace column may be missing).
 	placedPos []int
+	// placedType is the type of each of t.placed as format_type names it, for
+	// the types a record format writes differently (outbox.Header.Type); "" others.
+	placedType []string
 	// err is set when the table lacks a required column; inserts return it.
 	err *SchemaError
 	// payloadBytea: the payload arrives as bytea's hex text (\x...) and is decoded.
@@ -170,12 +213,14 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		rel = &relation{t: t, ncols: int(n), field: make([]int8, n)}
 		if len(t.placed) > 0 {
 			rel.placedPos = make([]int, len(t.placed))
+			rel.placedType = make([]string, len(t.placed))
 			for k := range rel.placedPos {
 				rel.placedPos[k] = -1
 			}
 		}
 	}
 	var seen [numFields]bool
+	var fs []int8
 	for i := range int(n) {
 		if _, err := r.uint8("column flags"); err != nil {
 			return err
@@ -188,26 +233,35 @@ func (d *Decoder) decodeRelation(data []byte, m *Message) error {
 		if err != nil {
 			return err
 		}
-		if _, err := r.uint32("column type modifier"); err != nil {
+		typmod, err := r.uint32("column type modifier")
+		if err != nil {
 			return err
 		}
 		if ours {
-			f := t.fieldOf(col)
-			rel.field[i] = f
+			fs = t.fieldsOf(fs[:0], col)
+			rel.field[i] = -1
+			for j, f := range fs {
+				if j == 0 {
+					rel.field[i] = f
+				} else {
+					rel.shared = append(rel.shared, [2]int8{fs[0], f})
+				}
+				if f < numFields {
+					seen[f] = true
+				}
+				switch f {
+				case fieldPayload:
+					rel.payloadBytea = typ == oidBytea
+					rel.payloadType = payloadTypeOf(typ)
+				case fieldCreatedAt:
+					rel.createdAtLocal = typ == oidTimestamp
+				}
+			}
 			for k, pc := range t.placed {
 				if string(col) == pc.column {
 					rel.placedPos[k] = i
+					rel.placedType[k] = formatType(typ, int32(typmod))
 				}
-			}
-			if f >= 0 && f < numFields {
-				seen[f] = true
-			}
-			switch {
-			case f == fieldPayload:
-				rel.payloadBytea = typ == oidBytea
-				rel.payloadType = payloadTypeOf(typ)
-			case f == fieldCreatedAt:
-				rel.createdAtLocal = typ == oidTimestamp
 			}
 		}
 	}

@@ -46,6 +46,15 @@ type Event struct {
 type Header struct {
 	Key   string
 	Value string
+	// Type is the type of the column the header is placed from, as format_type
+	// names it ("boolean", "timestamp(3) with time zone"), for a record format that
+	// writes the value as Debezium's PostgreSQL connector does (package record); ""
+	// for walrelay's own headers.
+	Type string
+	// Null marks a column that was NULL: Kafka with Debezium's headers writes it as
+	// a header with a null value, as Kafka Connect does; every other record leaves
+	// it out.
+	Null bool
 }
 
 // Field is one value placed in the record's value beside the payload.

@@ -29,6 +29,9 @@ type Config struct {
 	// carry (outbox.Event.TopicTemplate). Table, when set, names the table on its
 	// events (outbox.Event.Table), for a relay that streams several.
 	TopicTemplate, Table string
+	// Topic, when set, gives each event's topic template instead of TopicTemplate
+	// (a topic routed by regular expression).
+	Topic func(*outbox.Event) string
 	// PollOnly makes the poller the relay: it publishes every pending row. Otherwise
 	// it only retries rows the stream handed over (retry_after set).
 	PollOnly  bool
@@ -371,8 +374,11 @@ func (p *Poller) selectDue(ctx context.Context, tx pgx.Tx) ([]dueRow, []Failure,
 	var unpublishable []Failure
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueRow, error) {
 		var x dueRow
-		ev, bad, err := ScanEvent(r, p.cfg.Shape.Columns, &x.attempts, &x.position)
+		ev, bad, err := ScanEvent(r, p.cfg.Shape, &x.attempts, &x.position)
 		ev.TopicTemplate, ev.Table = p.cfg.TopicTemplate, p.cfg.Table
+		if p.cfg.Topic != nil {
+			ev.TopicTemplate = p.cfg.Topic(&ev)
+		}
 		ev.PayloadType = p.cfg.Shape.PayloadType
 		x.ev = ev
 		if bad != nil {

@@ -70,7 +70,7 @@ func rewrittenColumns(shape outbox.Shape) []rewritten {
 func header(hs []outbox.Header, key string) (string, bool) {
 	for _, h := range hs {
 		if h.Key == key {
-			return h.Value, true
+			return h.Value, !h.Null
 		}
 	}
 	return "", false

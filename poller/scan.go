@@ -20,7 +20,8 @@ var ErrNullID = errors.New("is NULL: an event needs its id")
 // required column, a created_at that is not a finite timestamp) comes back with
 // unpublishable set to the reason (ErrNullID for a NULL id); err is for failures to
 // read at all. A NULL payload is an event with NullPayload set.
-func ScanEvent(row pgx.Row, cols outbox.Columns, extra ...any) (ev outbox.Event, unpublishable error, err error) {
+func ScanEvent(row pgx.Row, shape outbox.Shape, extra ...any) (ev outbox.Event, unpublishable error, err error) {
+	cols := shape.Columns
 	var id, aggType, aggID, eventType *string
 	var payload *[]byte
 	var created pgtype.Timestamptz
@@ -43,7 +44,7 @@ func ScanEvent(row pgx.Row, cols outbox.Columns, extra ...any) (ev outbox.Event,
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return ev, nil, err
 	}
-	ev.Headers = placedHeaders(cols, headers, trace)
+	ev.Headers = placedHeaders(shape, headers, trace)
 	for i, v := range envelope {
 		f := outbox.Field{Key: cols.Envelope[i].Key(), Null: v == nil}
 		if v != nil {
@@ -80,14 +81,17 @@ func ScanEvent(row pgx.Row, cols outbox.Columns, extra ...any) (ev outbox.Event,
 	return ev, nil, nil
 }
 
-// placedHeaders are the header columns' headers, NULL ones left out, then the trace
+// placedHeaders are the header columns' headers, NULL ones marked Null, then the trace
 // context's; nil when there are none.
-func placedHeaders(cols outbox.Columns, values []*string, trace *string) []outbox.Header {
+func placedHeaders(shape outbox.Shape, values []*string, trace *string) []outbox.Header {
 	var hs []outbox.Header
 	for i, v := range values {
+		h := shape.Columns.Headers[i]
+		oh := outbox.Header{Key: h.Key(), Type: shape.PlacedTypes[h.Column], Null: v == nil}
 		if v != nil {
-			hs = append(hs, outbox.Header{Key: cols.Headers[i].Key(), Value: *v})
+			oh.Value = *v
 		}
+		hs = append(hs, oh)
 	}
 	if trace != nil {
 		hs = outbox.AppendTraceHeaders(hs, *trace)

@@ -105,7 +105,7 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 	progress := r.newProgressLog("catch-up pass in progress", "rows", total, "slot", r.cfg.Slot, "table", t.name)
 	done := int64(0)
 	for rows.Next() {
-		ev, unpublishable, err := poller.ScanEvent(rows, t.shape.Columns)
+		ev, unpublishable, err := poller.ScanEvent(rows, t.shape)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -39,6 +41,9 @@ type Config struct {
 	Table string
 	// Columns names the table's columns (default: the article's names).
 	Columns outbox.Columns
+	// TopicRegex and TopicReplacement route Table's events by a regular expression
+	// on the aggregate type (TableConfig.TopicRegex).
+	TopicRegex, TopicReplacement string
 	// Tables, when set, are the outbox tables the relay streams through its one slot
 	// and publication, each with its own columns and topic template; Table and
 	// Columns are then ignored. Order and every guarantee hold per table.
@@ -160,14 +165,28 @@ type TableConfig struct {
 	// TopicTemplate names its events' Kafka topic, NATS subject or Redis stream
 	// ({aggregate_type}, {event_type}); empty: the sink's own template.
 	TopicTemplate string
+	// TopicRegex, when set, names the topic instead, as Debezium's route.topic.regex
+	// does (record.Route): a whole match on the aggregate type becomes
+	// TopicReplacement ($1, ${name}), any other value is its own topic.
+	TopicRegex, TopicReplacement string
 }
 
-// OutboxTables is Tables, or the one table of Table and Columns.
+// OutboxTables is Tables, or the one table of Table and Columns. A table with
+// neither a topic template nor a topic regex of its own takes TopicRegex.
 func (c *Config) OutboxTables() []TableConfig {
 	if len(c.Tables) > 0 {
-		return c.Tables
+		if c.TopicRegex == "" && c.TopicReplacement == "" {
+			return c.Tables
+		}
+		tables := slices.Clone(c.Tables)
+		for i := range tables {
+			if tables[i].TopicTemplate == "" && tables[i].TopicRegex == "" && tables[i].TopicReplacement == "" {
+				tables[i].TopicRegex, tables[i].TopicReplacement = c.TopicRegex, c.TopicReplacement
+			}
+		}
+		return tables
 	}
-	return []TableConfig{{Table: c.Table, Columns: c.Columns}}
+	return []TableConfig{{Table: c.Table, Columns: c.Columns, TopicRegex: c.TopicRegex, TopicReplacement: c.TopicReplacement}}
 }
 
 // pollWorkers is how many poll transactions each table's poller runs at once: one
@@ -278,6 +297,9 @@ func (c *Config) validateNames() error {
 				p.add("table %s: topic template: %w", t.Table, err)
 			}
 		}
+		if err := t.checkRoute(); err != nil {
+			p.add("table %s: %w", t.Table, err)
+		}
 		if q := qualifiedTable(t.Table); seen[q] {
 			p.add("table %s is listed twice; list each outbox table once", q)
 		} else {
@@ -383,4 +405,20 @@ func (c *Config) validateObservability() error {
 		}
 	}
 	return nil
+}
+
+// route is the table's topic routing by regular expression; nil without one.
+func (t *TableConfig) route() (*record.Route, error) {
+	if t.TopicRegex == "" {
+		return nil, nil
+	}
+	return record.ParseRoute(t.TopicRegex, t.TopicReplacement)
+}
+
+func (t *TableConfig) checkRoute() error {
+	if t.TopicRegex == "" && t.TopicReplacement != "" {
+		return errors.New("topic-replacement needs topic-regex; set topic-regex, or name topics with topic-template")
+	}
+	_, err := t.route()
+	return err
 }

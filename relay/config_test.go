@@ -51,6 +51,17 @@ func TestValidate(t *testing.T) {
 		{"bad table columns", func(c *relay.Config) {
 			c.Tables = []relay.TableConfig{{Table: "a.outbox", Columns: outbox.Columns{ID: "id"}}}
 		}, "table a.outbox: column-aggregate-type"},
+		{"topic regex", func(c *relay.Config) { c.TopicRegex, c.TopicReplacement = "(order|customer)_(.*)", "$1.$2" }, ""},
+		{"table topic regex", func(c *relay.Config) {
+			c.Tables = []relay.TableConfig{{Table: "a.outbox", Columns: outbox.DefaultColumns(), TopicRegex: "(?=x)(.*)", TopicReplacement: "$1"}}
+		}, "table a.outbox: topic-regex \"(?=x)(.*)\" uses a lookahead"},
+		{"top-level topic regex for tables", func(c *relay.Config) {
+			c.TopicRegex, c.TopicReplacement = "(.*)", "$2"
+			c.Tables = []relay.TableConfig{{Table: "a.outbox", Columns: outbox.DefaultColumns()},
+				{Table: "b.outbox", Columns: outbox.DefaultColumns(), TopicTemplate: "b.{aggregate_type}"}}
+		}, "table a.outbox: topic-replacement \"$2\": no group 2"},
+		{"topic replacement alone", func(c *relay.Config) { c.TopicReplacement = "$1" }, "topic-replacement needs topic-regex"},
+		{"topic replacement with braces", func(c *relay.Config) { c.TopicRegex, c.TopicReplacement = "(.*)", "{$1}" }, "braces"},
 		{"no database", func(c *relay.Config) { c.DatabaseURL = "" }, "database url is required"},
 		{"bad database url", func(c *relay.Config) { c.DatabaseURL = "postgres://x:s3cret@host:notaport/db" }, "database url"},
 		{"no sink", func(c *relay.Config) { c.Sink = nil }, "a sink is required"},

@@ -21,6 +21,7 @@ import (
 	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -61,12 +62,22 @@ type Relay struct {
 type table struct {
 	TableConfig
 	shape outbox.Shape
-	name  string // shape.Qualified(), which its events carry (outbox.Event.Table)
+	name  string        // shape.Qualified(), which its events carry (outbox.Event.Table)
+	route *record.Route // TopicRegex, parsed; nil without one
 }
 
 // label marks an event as the table's: bookkeeping and topic template follow it.
 func (t *table) label(ev *outbox.Event) {
-	ev.Table, ev.TopicTemplate = t.name, t.TopicTemplate
+	ev.Table, ev.TopicTemplate = t.name, t.topicOf(ev)
+}
+
+// topicOf is the topic template ev carries: the table's, or the topic its route
+// names, which has no placeholders.
+func (t *table) topicOf(ev *outbox.Event) string {
+	if t.route != nil {
+		return t.route.Topic(ev.AggregateType)
+	}
+	return t.TopicTemplate
 }
 
 // New validates cfg and returns a relay. It opens no connection.
@@ -253,7 +264,7 @@ func streamPollIdleMax(pollMode bool) time.Duration {
 func (r *Relay) newPoller(pool *pgxpool.Pool, snk sink.Sink, t *table) *poller.Poller {
 	pollMode := r.cfg.Mode == ModePoll
 	return poller.New(pool, r.pollerSink(snk), poller.Config{
-		Shape: t.shape, TopicTemplate: t.TopicTemplate, Table: t.name, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
+		Shape: t.shape, TopicTemplate: t.TopicTemplate, Topic: t.topicOf, Table: t.name, PollOnly: pollMode, OnPublish: r.cfg.OnPublish, Policy: r.cfg.Retry,
 		BatchSize: r.cfg.PollBatchSize, Workers: r.cfg.pollWorkers(), Interval: r.cfg.PollInterval, PublishTimeout: r.cfg.PublishTimeout,
 		IdleMax: streamPollIdleMax(pollMode),
 		Logger:  r.log, OnDeadLetter: r.countDeadLetter,
@@ -474,7 +485,8 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 				}
 				var shape outbox.Shape
 				shape, err = replication.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns, r.cfg.Publication)
-				tables = append(tables, table{TableConfig: tc, shape: shape, name: shape.Qualified()})
+				route, _ := tc.route() // checked by Validate
+				tables = append(tables, table{TableConfig: tc, shape: shape, name: shape.Qualified(), route: route})
 			}
 			if err == nil {
 				r.tables, r.shape = tables, tables[0].shape

@@ -16,6 +16,7 @@ import (
 
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -145,7 +146,11 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg Config, 
 		if err != nil {
 			return p.finish(err)
 		}
-		rt := replayTable{shape: shape, topic: tc.TopicTemplate}
+		route, err := tc.route()
+		if err != nil {
+			return p.finish(err)
+		}
+		rt := replayTable{shape: shape, topic: tc.TopicTemplate, route: route}
 		rt.where, rt.args = replayWhere(shape, opts.Filter)
 		var n int64
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+shape.Ident()+" WHERE "+rt.where, rt.args...).Scan(&n); err != nil {
@@ -183,6 +188,7 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg Config, 
 type replayTable struct {
 	shape outbox.Shape
 	topic string
+	route *record.Route // TopicRegex, parsed; nil without one
 	where string
 	args  []any
 }
@@ -236,7 +242,7 @@ func (p *replayRun) table(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink
 			if hasTime {
 				extra = []any{&at, &id}
 			}
-			ev, unpublishable, err := poller.ScanEvent(rows, t.shape.Columns, extra...)
+			ev, unpublishable, err := poller.ScanEvent(rows, t.shape, extra...)
 			if err != nil {
 				rows.Close()
 				return fmt.Errorf("read a row to replay from %s: %w", t.shape.Qualified(), err)
@@ -246,6 +252,9 @@ func (p *replayRun) table(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink
 				continue
 			}
 			ev.Table, ev.TopicTemplate = t.shape.Qualified(), t.topic
+			if t.route != nil {
+				ev.TopicTemplate = t.route.Topic(ev.AggregateType)
+			}
 			ev.Headers = append(ev.Headers, outbox.Header{Key: ReplayHeader, Value: p.opts.ID})
 			events = append(events, ev)
 		}

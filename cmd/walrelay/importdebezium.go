@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
 )
 
 const (
@@ -47,7 +48,6 @@ var routerColumns = [][2]string{
 
 // unsupportedReasons says why a known Debezium option has no walrelay setting.
 var unsupportedReasons = map[string]string{
-	"route.topic.regex":               "walrelay routes by the aggregate type column, not by a regular expression",
 	"tracing.operation.name":          "walrelay reads the trace context from the column and creates no span of its own for it",
 	"tracing.with.context.field.only": "walrelay reads the trace context from the column and creates no span of its own for it",
 	"snapshot.mode":                   "a new slot's catch-up pass publishes the rows not yet processed",
@@ -394,7 +394,7 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 	for _, g := range globals {
 		line(&b, g[0], g[1])
 	}
-	fields = append(fields, [2]string{"topic-template", strings.ReplaceAll(opt("route.topic.replacement"), "${routedByValue}", "{aggregate_type}")})
+	fields = append(fields, topicFields(&b, router, opt, differs)...)
 
 	// Tables.
 	var tables []string
@@ -437,6 +437,10 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 	}
 	sort.Strings(rest)
 	for _, k := range rest {
+		if reason := headerValueDifference(k, props[k], fields); reason != "" {
+			differs(&b, k, props[k], reason)
+			continue
+		}
 		if reason := recordDifference(k, props[k], router); reason != "" {
 			differs(&b, k, props[k], reason)
 			continue
@@ -586,11 +590,6 @@ func converter(b *strings.Builder, side string, props, worker map[string]string,
 func recordDifference(key, value, router string) string {
 	if router != "" && strings.HasPrefix(key, "transforms."+router+".") {
 		switch strings.TrimPrefix(key, "transforms."+router+".") {
-		case "route.topic.regex":
-			if value == "(?<routedByValue>.*)" {
-				return "" // the router's default: the routed value is the topic's ${routedByValue}
-			}
-			return "walrelay routes by the aggregate type column with topic-template, not by a regular expression"
 		case "table.field.event.schema.version":
 			return "walrelay writes no schema version"
 		case "table.json.payload.null.behavior", "table.json.payload.empty.array.behavior":
@@ -610,6 +609,51 @@ func recordDifference(key, value, router string) string {
 			return "" // BinaryDataConverter's delegate writes only what is not a payload's bytes
 		}
 		return "a converter option walrelay does not have"
+	}
+	return ""
+}
+
+// defaultTopicRegex is the router's route.topic.regex: the whole routed value.
+const defaultTopicRegex = "(?<routedByValue>.*)"
+
+// topicFields converts route.topic.regex and route.topic.replacement: a
+// topic-template where the default regex's replacement has no other group or
+// escape, topic-regex and topic-replacement otherwise, and a difference where Go's
+// RE2 cannot read the expression as Java does.
+func topicFields(b *strings.Builder, router string, opt func(string) string,
+	differs func(*strings.Builder, string, string, string)) [][2]string {
+	regex, repl := opt("route.topic.regex"), opt("route.topic.replacement")
+	if regex == "" {
+		regex = defaultTopicRegex
+	}
+	if tmpl := strings.ReplaceAll(repl, "${routedByValue}", "{aggregate_type}"); regex == defaultTopicRegex &&
+		!strings.ContainsAny(strings.ReplaceAll(tmpl, "{aggregate_type}", ""), `${}\`) {
+		return [][2]string{{"topic-template", tmpl}}
+	}
+	if _, err := record.ParseRoute(regex, repl); err != nil {
+		differs(b, "transforms."+router+".route.topic.regex", regex, err.Error())
+		return nil
+	}
+	return [][2]string{{"topic-regex", regex}, {"topic-replacement", repl}}
+}
+
+// headerValueDifference says how a connector option changes the header values of
+// placed columns from what record-headers debezium writes (time.precision.mode
+// adaptive, decimal.handling.mode precise or string): "" when it changes none, or
+// when no column is placed as a header.
+func headerValueDifference(key, value string, fields [][2]string) string {
+	headers := false
+	for _, f := range fields {
+		headers = headers || (f[0] == "column-headers" && f[1] != "")
+	}
+	if !headers {
+		return ""
+	}
+	switch {
+	case key == "time.precision.mode" && value != "adaptive" && value != "adaptive_time_microseconds":
+		return "walrelay writes timestamp and date headers as time.precision.mode adaptive does"
+	case key == "decimal.handling.mode" && value == "double":
+		return "walrelay writes numeric headers as their text, as decimal.handling.mode precise and string do"
 	}
 	return ""
 }

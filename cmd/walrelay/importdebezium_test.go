@@ -111,7 +111,7 @@ func TestImportDebeziumMapping(t *testing.T) {
 	}
 	unsupported := convertTestdata(t, "unsupported.json")
 	for _, want := range []string{
-		"# transforms.events.route.topic.regex=", "column-headers: type:eventType\n",
+		"topic-template: outbox.event.{aggregate_type}\n", "column-headers: type:eventType\n",
 		"# transforms.events.table.expand.json.payload=true: differs from Debezium",
 		"column-trace: tracingspancontext\n", "# snapshot.mode=never: no walrelay equivalent",
 		"# plugin.name=decoderbufs: no walrelay equivalent", "# producer.override.sasl.jaas.config=***: no walrelay equivalent",
@@ -201,6 +201,59 @@ func TestImportDebeziumConverters(t *testing.T) {
 			}
 			if len(diffs) != len(tc.diffs) {
 				t.Fatalf("differences %q, want ones starting %q", diffs, tc.diffs)
+			}
+			for i, d := range tc.diffs {
+				if !strings.HasPrefix(diffs[i], d) {
+					t.Errorf("difference %q, want one starting %q", diffs[i], d)
+				}
+			}
+		})
+	}
+}
+
+// TestImportDebeziumRouting converts route.topic.regex and route.topic.replacement:
+// the router's default regex (EventRouterConfigDefinition) stays a topic-template,
+// any other is topic-regex and topic-replacement, and an expression Go's RE2 does
+// not read as Java does (a lookaround, a backreference) is a difference naming it.
+// route.by.field may name the type column too.
+func TestImportDebeziumRouting(t *testing.T) {
+	const base = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox",
+		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"`
+	for _, tc := range []struct {
+		name, options string
+		want          []string
+		diffs         []string
+	}{
+		{"default", "", []string{"topic-template: outbox.event.{aggregate_type}\n"}, nil},
+		{"replacement", `, "transforms.outbox.route.topic.replacement": "${routedByValue}.events"`,
+			[]string{"topic-template: '{aggregate_type}.events'\n"}, nil},
+		{"regex", `, "transforms.outbox.route.topic.regex": "(?<kind>order|customer)_.*", "transforms.outbox.route.topic.replacement": "${kind}s"`,
+			[]string{"topic-regex: (?<kind>order|customer)_.*\n", "topic-replacement: ${kind}s\n"}, nil},
+		{"group number", `, "transforms.outbox.route.topic.replacement": "events.$1"`,
+			[]string{"topic-regex: (?<routedByValue>.*)\n", "topic-replacement: events.$1\n"}, nil},
+		{"lookahead", `, "transforms.outbox.route.topic.regex": "(?!internal)(.*)", "transforms.outbox.route.topic.replacement": "$1"`,
+			nil, []string{"transforms.outbox.route.topic.regex=(?!internal)(.*)"}},
+		{"backreference", `, "transforms.outbox.route.topic.regex": "(a)\\1", "transforms.outbox.route.topic.replacement": "$1"`,
+			nil, []string{`transforms.outbox.route.topic.regex=(a)\1`}},
+		{"by type", `, "transforms.outbox.route.by.field": "type", "transforms.outbox.table.field.event.type": "type"`,
+			[]string{"column-aggregate-type: type\n", "column-event-type: type\n"}, nil},
+		// Header values follow time.precision.mode adaptive (the default) only.
+		{"header times", `, "transforms.outbox.table.fields.additional.placement": "at:header", "time.precision.mode": "connect"`,
+			[]string{"column-headers: at\n"}, []string{"time.precision.mode=connect"}},
+		{"times without headers", `, "time.precision.mode": "connect"`, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, diffs, err := importDebezium(tc.name, []byte(base+tc.options+"}"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if len(diffs) != len(tc.diffs) {
+				t.Fatalf("differences %q, want ones starting %q\n%s", diffs, tc.diffs, out)
 			}
 			for i, d := range tc.diffs {
 				if !strings.HasPrefix(diffs[i], d) {

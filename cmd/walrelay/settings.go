@@ -111,6 +111,9 @@ func newSettings() *settings {
 			def: strconv.FormatBool(c.SlotFailover), kind: kindBool, set: func(v string) error { return parseBool(v, &c.SlotFailover) }},
 		str("topic-template", "where events go: the Kafka topic, NATS subject or Redis stream; {aggregate_type} and {event_type} are replaced "+
 			"(RabbitMQ: --rabbitmq-exchange-template)", &b.TopicTemplate),
+		str("topic-regex", "route by a regular expression on the aggregate type instead of topic-template, as Debezium's route.topic.regex: "+
+			"a whole match becomes topic-replacement, any other value is its own topic", &c.TopicRegex),
+		str("topic-replacement", "the topic a topic-regex match becomes, as Debezium's route.topic.replacement ($1, ${name}; \\$ for a dollar)", &c.TopicReplacement),
 		dur("status-interval", "how soon acked events are confirmed to PostgreSQL", &c.StatusInterval),
 		dur("keepalive-interval", "longest gap between status updates (lowered to wal_sender_timeout/3)", &c.KeepaliveInterval),
 		dur("shutdown-timeout", "how long a stop waits for in-flight acks", &c.ShutdownTimeout),
@@ -440,7 +443,8 @@ func (s *settings) names() []string {
 
 // tableKeys are the keys of an entry of the file's tables list.
 var tableKeys = []string{"table", "column-id", "column-aggregate-type", "column-aggregate-id", "column-event-type",
-	"column-payload", "column-created-at", "column-headers", "column-envelope", "column-partition", "column-trace", "topic-template"}
+	"column-payload", "column-created-at", "column-headers", "column-envelope", "column-partition", "column-trace", "topic-template",
+	"topic-regex", "topic-replacement"}
 
 // parseTables reads the file's tables list: several outbox tables streamed through one
 // slot, each a map of tableKeys. Columns not named are the article's (walrelay's own
@@ -461,6 +465,7 @@ func parseTables(raw any) ([]relay.TableConfig, error) {
 			"column-aggregate-type": &t.Columns.AggregateType, "column-aggregate-id": &t.Columns.AggregateID,
 			"column-event-type": &t.Columns.EventType, "column-payload": &t.Columns.Payload,
 			"column-created-at": &t.Columns.CreatedAt, "topic-template": &t.TopicTemplate,
+			"topic-regex": &t.TopicRegex, "topic-replacement": &t.TopicReplacement,
 			"column-partition": &t.Columns.Partition, "column-trace": &t.Columns.Trace}
 		for key, v := range entry {
 			if key == "column-headers" || key == "column-envelope" {

@@ -235,7 +235,9 @@ func newRecord(topic sink.Template, topics *topicCache, f *rec.Format, e *outbox
 	}
 	r.Headers = r.headers[:n]
 	for _, h := range e.Headers {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: bytesOf(h.Value)})
+		if v, ok := f.HeaderValue(h); ok {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: v})
+		}
 	}
 	r.Topic = topics.render(topic, e)
 	r.Key = f.Key(e)
@@ -260,9 +262,6 @@ func (s *Sink) promise(kr *kgo.Record, err error) {
 	*r = record{}
 	records.Put(r)
 }
-
-// bytesOf views a string's bytes without copying; the bytes must not be changed.
-func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // topicCache keeps rendered topic names, so the usual handful of aggregate and
 // event types cost no allocation per event. It is used by Publish's single caller.

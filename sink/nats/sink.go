@@ -171,6 +171,9 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 		done: done,
 	}
 	for _, h := range e.Headers {
+		if h.Null {
+			continue // a NULL column: no header
+		}
 		p.msg.Header[h.Key] = append(p.msg.Header[h.Key], h.Value) // as given, not canonicalised: NATS headers are case-sensitive
 	}
 	if e.NullPayload {

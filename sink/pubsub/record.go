@@ -27,7 +27,9 @@ func message(e *outbox.Event) *gpubsub.Message {
 	attrs["aggregate_id"] = e.AggregateID
 	attrs["created_at"] = e.CreatedAt.UTC().Format(time.RFC3339Nano)
 	for _, h := range e.Headers {
-		attrs[h.Key] = h.Value
+		if !h.Null { // a NULL column: no attribute
+			attrs[h.Key] = h.Value
+		}
 	}
 	if e.NullPayload {
 		attrs["tombstone"] = "true"

@@ -120,7 +120,9 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 		Body:         e.Payload,
 	}
 	for _, h := range e.Headers {
-		m.pub.Headers[h.Key] = h.Value
+		if !h.Null { // a NULL column: no header
+			m.pub.Headers[h.Key] = h.Value
+		}
 	}
 	if e.NullPayload {
 		m.pub.Headers["tombstone"] = true

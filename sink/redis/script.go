@@ -150,13 +150,20 @@ func payloadArg(e *outbox.Event) any {
 // appendExtraFields appends the count of e's extra fields and their name, value
 // pairs: the headers taken from columns, then tombstone for a NULL payload.
 func appendExtraFields(args []any, e *outbox.Event) []any {
-	n := len(e.Headers)
+	n := 0
+	for _, h := range e.Headers {
+		if !h.Null {
+			n++
+		}
+	}
 	if e.NullPayload {
 		n++
 	}
 	args = append(args, n)
 	for _, h := range e.Headers {
-		args = append(args, h.Key, h.Value)
+		if !h.Null { // a NULL column: no field
+			args = append(args, h.Key, h.Value)
+		}
 	}
 	if e.NullPayload {
 		args = append(args, "tombstone", "true")

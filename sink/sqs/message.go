@@ -66,6 +66,9 @@ func message(e *outbox.Event, fifo bool) (types.SendMessageBatchRequestEntry, in
 		add("tombstone", "true")
 	}
 	for _, h := range e.Headers {
+		if h.Null {
+			continue // a NULL column: no attribute
+		}
 		if err := checkAttributeName(h.Key); err != nil {
 			return entry, 0, err
 		}
