@@ -24,6 +24,11 @@ type Config struct {
 	// DatabaseURL is a PostgreSQL URL or keyword/value string. The role needs the
 	// REPLICATION attribute, and the database wal_level = logical.
 	DatabaseURL string
+	// PrimaryURL is the primary's URL when DatabaseURL is a hot standby (PostgreSQL
+	// 16+): the slot is created and streamed on the standby, and every write and
+	// every read of walrelay's bookkeeping go to the primary (docs/postgresql.md,
+	// "Decoding on a standby"). Empty: DatabaseURL does everything.
+	PrimaryURL string
 	// DatabasePassword, when set, is called before each new connection the relay
 	// opens (the pool's, the leader session's, the replication connection, status's)
 	// and its result is that connection's password, in place of the URL's: for
@@ -253,6 +258,11 @@ func (c *Config) validateNames() error {
 		p.add("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		p.add("database url: %w", err) // the strictest parser of the ones Run uses
+	}
+	if c.PrimaryURL != "" {
+		if _, err := pgxpool.ParseConfig(c.PrimaryURL); err != nil {
+			p.add("primary url (--primary-url): %w", err)
+		}
 	}
 	seen := map[string]bool{}
 	for _, t := range c.OutboxTables() {

@@ -19,13 +19,22 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		r.active.Store(false)
 		r.metrics.leader.Set(0)
 	}()
-	conn, err := r.connect(ctx)
+	// conn keeps the books; slots is where the slot lives: a second connection when
+	// that is a standby (docs/postgresql.md, "Decoding on a standby").
+	conn, err := r.connectBooks(ctx)
 	if err != nil {
 		return errorf("connect to postgresql", err)
 	}
 	defer conn.Close(context.Background())
+	slots := conn
+	if r.onStandby {
+		if slots, err = r.connect(ctx); err != nil {
+			return errorf("connect to the standby", err)
+		}
+		defer slots.Close(context.Background())
+	}
 
-	st, err := replication.PreflightTables(ctx, conn, r.replicationTables(), r.cfg.Publication, r.cfg.Slot)
+	st, err := replication.PreflightStandby(ctx, conn, slots, r.replicationTables(), r.cfg.Publication, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
@@ -40,7 +49,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	}
 	defer rc.Close()
 
-	start, created, err := r.prepareSlot(ctx, conn, rc, snk, bk, st, claim)
+	start, created, err := r.prepareSlot(ctx, conn, slots, rc, snk, bk, st, claim)
 	if err != nil {
 		return err
 	}

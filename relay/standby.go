@@ -1,0 +1,122 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/replication"
+)
+
+// StandbyDecodingMajor is the first major version that decodes on a hot standby.
+const StandbyDecodingMajor = 16
+
+// booksURL is where walrelay's bookkeeping lives: the primary when the slot is on a
+// standby (docs/postgresql.md, "Decoding on a standby"), the database otherwise.
+func (c Config) booksURL() string {
+	if c.PrimaryURL != "" {
+		return c.PrimaryURL
+	}
+	return c.DatabaseURL
+}
+
+// checkStandby finds out whether the database streams from a hot standby and
+// refuses what cannot work there: a server older than 16, which cannot decode
+// during recovery, and a standby without --primary-url, where nothing can be
+// written. It retries while the database is unreachable.
+func (r *Relay) checkStandby(ctx context.Context) error {
+	retry := backoff.New(r.cfg.ReconnectMin, r.cfg.ReconnectMax)
+	for {
+		conn, err := r.connect(ctx)
+		if err == nil {
+			err = r.readStandby(ctx, conn)
+			conn.Close(context.Background())
+		}
+		if err == nil || permanent(err) || ctx.Err() != nil {
+			return err
+		}
+		wait := retry.Next()
+		r.log.Error("cannot reach postgresql; retrying", "err", err, "retry_in", wait.Round(time.Millisecond).String())
+		if !backoff.Sleep(ctx, wait) {
+			return nil
+		}
+	}
+}
+
+// readStandby is one try of checkStandby.
+func (r *Relay) readStandby(ctx context.Context, conn *pgx.Conn) error {
+	var inRecovery, feedback bool
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery(), current_setting('server_version_num')::int,
+			current_setting('hot_standby_feedback')::bool`).Scan(&inRecovery, &version, &feedback); err != nil {
+		return fmt.Errorf("find out whether the database is a standby: %w", err)
+	}
+	major := version / 10000
+	switch {
+	case !inRecovery && r.cfg.PrimaryURL != "":
+		r.log.Warn("--primary-url is set but --database-url is not a standby (promoted?): the slot and walrelay's "+
+			"bookkeeping both stay on --database-url; remove --primary-url", "primary_url", databaseHost(r.cfg.PrimaryURL))
+		r.cfg.PrimaryURL = ""
+	case !inRecovery:
+	case major < StandbyDecodingMajor:
+		return &replication.SetupError{Msg: fmt.Sprintf("--database-url is a hot standby on PostgreSQL %d, which cannot "+
+			"decode during recovery (logical decoding on a standby needs PostgreSQL %d or later): point --database-url at "+
+			"the primary, or upgrade the standby", major, StandbyDecodingMajor)}
+	case r.cfg.PrimaryURL == "":
+		return &replication.SetupError{Msg: "--database-url is a hot standby, where walrelay can stream but not write its " +
+			"bookkeeping: set --primary-url (WALRELAY_PRIMARY_URL) to the primary's URL, or point --database-url at the primary"}
+	default:
+		r.onStandby = true
+		if !feedback {
+			r.log.Warn("hot_standby_feedback is off on the standby: the primary's vacuum may remove catalog rows the slot " +
+				"still needs, which invalidates it (the relay then creates it again with a catch-up pass: duplicates); " +
+				"set hot_standby_feedback = on on the standby, with primary_slot_name")
+		}
+		r.log.Info("decoding on a hot standby: the slot lives on --database-url, the bookkeeping on --primary-url",
+			"standby", databaseHost(r.cfg.DatabaseURL), "primary", databaseHost(r.cfg.PrimaryURL))
+	}
+	return nil
+}
+
+// databaseHost is a URL's host and port, for logs: never its password.
+func databaseHost(url string) string {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+}
+
+// standbySnapshots asks the primary for a running-xacts record every interval until
+// stop is called: a slot created on a standby waits for one to reach it, and on an
+// idle primary the next comes only with a checkpoint (pg_log_standby_snapshot,
+// PostgreSQL 16+).
+func (r *Relay) standbySnapshots(ctx context.Context) (stop func()) {
+	if !r.onStandby {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(200 * time.Millisecond)
+		defer ticker.Stop()
+		warned := false
+		for {
+			if _, err := r.pool.Exec(ctx, "SELECT pg_log_standby_snapshot()"); err != nil && ctx.Err() == nil && !warned {
+				r.log.Warn("could not ask the primary for a standby snapshot (pg_log_standby_snapshot needs a superuser, "+
+					"or EXECUTE on it): creating the slot on the standby waits for the primary's next checkpoint", "err", err)
+				warned = true
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
