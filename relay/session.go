@@ -32,6 +32,9 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 			return errorf("connect to the standby", err)
 		}
 		defer slots.Close(context.Background())
+		if err := r.checkStillStandby(ctx, slots); err != nil {
+			return err
+		}
 	}
 
 	st, err := replication.PreflightStandby(ctx, conn, slots, r.replicationTables(), r.cfg.Publication, r.cfg.Slot)
@@ -125,7 +128,12 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 				rec.confirmed(lsn)
 			}
 		},
-		BeforeConfirm: func(ctx context.Context) error { return watch.Check(ctx, conn) },
+		BeforeConfirm: func(ctx context.Context) error {
+			if err := watch.Check(ctx, conn); err != nil {
+				return err
+			}
+			return r.checkStillStandby(ctx, slots)
+		},
 		Messages:      r.cfg.MessagePrefix != "",
 		Pause:         &r.pause,
 	}, wm, h)

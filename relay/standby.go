@@ -120,3 +120,24 @@ func (r *Relay) standbySnapshots(ctx context.Context) (stop func()) {
 	}()
 	return func() { cancel(); <-done }
 }
+
+// checkStillStandby fails when the standby the slot is on was promoted: the slot
+// goes on there, but the bookkeeping written to --primary-url from then on would
+// belong to another cluster, and a hand-over kept there alone could be lost with it.
+// It runs before each confirmation, so nothing confirmed after the promotion rests
+// on such a record; the restarted relay keeps everything on the promoted server.
+func (r *Relay) checkStillStandby(ctx context.Context, slots *pgx.Conn) error {
+	if !r.onStandby {
+		return nil
+	}
+	var inRecovery bool
+	if err := slots.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err != nil {
+		return fmt.Errorf("check that the standby is still a standby: %w", err)
+	}
+	if !inRecovery {
+		return &replication.SetupError{Msg: "the standby (--database-url) was promoted: its slot goes on, but walrelay's " +
+			"bookkeeping must now be kept there, not on --primary-url; start walrelay again (it then keeps everything on " +
+			"--database-url) and remove --primary-url"}
+	}
+	return nil
+}

@@ -140,3 +140,56 @@ func TestStandbyBefore16IsRefused(t *testing.T) {
 		t.Errorf("the refusal does not say what to do: %v", err)
 	}
 }
+
+// The standby the slot is on is promoted while the relay streams: the relay stops
+// with an error that says what to do rather than keep writing its bookkeeping to the
+// old primary, and started again it keeps everything on the promoted server, from
+// the same slot. Nothing is lost.
+func TestPromotedStandbyStopsTheRelay(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	primary, standby, _ := primaryWithStandby(t, ctx, standbyBinaries(t), nil)
+	onPrimary := testenv.Connect(t, primary.URL("postgres"))
+	onStandby := testenv.Connect(t, standby.URL("postgres"))
+	broker := testenv.Kafka(t)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+
+	onStandbyCfg := func(c *config) { c.PrimaryURL = primary.URL("postgres") }
+	rn := startWithBrokers(t, standby.URL("postgres"), broker.ListenAddrs(), "walrelay", onStandbyCfg)
+	if !rn.waitLog(2*time.Minute, "msg=streaming") {
+		t.Fatal("the relay did not start streaming from the standby")
+	}
+	written := testenv.WriteTx(t, onPrimary, aggregates("b", 5), "before", 50, false)
+	if !consumer.WaitDistinct(time.Minute, len(written)) {
+		t.Fatalf("before the promotion: %d of %d delivered", consumer.Distinct(), len(written))
+	}
+	waitReplayed(t, ctx, onPrimary, onStandby)
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	written = append(written, testenv.WriteTx(t, onStandby, aggregates("p", 5), "promoted", 50, false)...)
+	err := refusal(t, rn)
+	if err == nil || !strings.Contains(err.Error(), "was promoted") {
+		t.Fatalf("after the promotion Run returned %v, want an error saying the standby was promoted", err)
+	}
+
+	rn = startWithBrokers(t, standby.URL("postgres"), broker.ListenAddrs(), "walrelay", onStandbyCfg)
+	written = append(written, testenv.WriteTx(t, onStandby, aggregates("a", 5), "after", 50, false)...)
+	if !consumer.WaitDistinct(time.Minute, len(written)) {
+		t.Fatalf("after the restart: %d of %d delivered", consumer.Distinct(), len(written))
+	}
+	for _, ev := range written {
+		if consumer.Count(ev.ID) == 0 {
+			t.Fatalf("event %s (%s) lost", ev.ID, ev.EventType)
+		}
+	}
+	logs := rn.logs.String()
+	if !strings.Contains(logs, "remove --primary-url") {
+		t.Error("the restarted relay did not say that --primary-url is ignored")
+	}
+	if strings.Contains(logs, "created replication slot") {
+		t.Error("the restarted relay created the slot again; the promoted server kept it")
+	}
+	t.Logf("%d events written, %d records delivered", len(written), len(consumer.Records))
+}
