@@ -134,7 +134,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 			}
 			return r.checkStillStandby(ctx, slots)
 		},
-		Messages:      r.cfg.MessagePrefix != "",
-		Pause:         &r.pause,
+		Messages: r.cfg.MessagePrefix != "",
+		Pause:    &r.pause,
 	}, wm, h)
 }
