@@ -17,7 +17,7 @@ import (
 // standbyBinaries picks the server for the decoding-on-a-standby tests: the
 // version the matrix run asks for when it can decode on a standby, else 17, which
 // `make setup` installs.
-func standbyBinaries(t *testing.T) string {
+func standbyBinaries(t testing.TB) string {
 	t.Helper()
 	major := "17"
 	if v := os.Getenv(pgcluster.VersionEnv); v != "" {
@@ -26,8 +26,10 @@ func standbyBinaries(t *testing.T) string {
 		}
 	}
 	binDir, err := pgcluster.BinDirFor(major)
-	if err != nil {
-		needBinaries(t, err)
+	if tt, ok := t.(*testing.T); ok && err != nil {
+		needBinaries(tt, err)
+	} else if err != nil {
+		t.Fatal(err)
 	}
 	return binDir
 }
