@@ -141,3 +141,44 @@ func (r *Relay) checkStillStandby(ctx context.Context, slots *pgx.Conn) error {
 	}
 	return nil
 }
+
+// booksReceivedPoll is how often awaitBooksOnStandby asks the standby how far it
+// has received the primary's WAL.
+const booksReceivedPoll = 20 * time.Millisecond
+
+// awaitBooksOnStandby waits until the standby has received the primary's WAL up to
+// where it is now, so up to every hand-over, mark and horizon committed so far: the
+// slot on the standby confirms an event settled by a hand-over only once a promoted
+// standby would have that hand-over too (docs/postgresql.md, "Decoding on a
+// standby"). It runs before each confirmation, with its timeout.
+func (r *Relay) awaitBooksOnStandby(ctx context.Context, books, slots *pgx.Conn) error {
+	if !r.onStandby {
+		return nil
+	}
+	var written string
+	if err := books.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&written); err != nil {
+		return fmt.Errorf("read the primary's WAL position: %w", err)
+	}
+	for {
+		var received bool
+		// Received is flushed on the standby: a promotion replays it. Without a
+		// walreceiver (WAL from an archive) what was replayed counts.
+		err := slots.QueryRow(ctx, `SELECT GREATEST(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) >= $1::pg_lsn`,
+			written).Scan(&received)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return fmt.Errorf("the standby has not received walrelay's bookkeeping (the primary's WAL up to %s) in time: "+
+				"not confirming; check the replication from --primary-url to --database-url", written)
+		case err != nil:
+			return fmt.Errorf("read the standby's received WAL: %w", err)
+		case received:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the standby has not received walrelay's bookkeeping (the primary's WAL up to %s) in time: "+
+				"not confirming; check the replication from --primary-url to --database-url", written)
+		case <-time.After(booksReceivedPoll):
+		}
+	}
+}

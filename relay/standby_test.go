@@ -2,9 +2,12 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/sink"
+	"github.com/walrelay/walrelay/sink/kafka"
 )
 
 // standbyBinaries picks the server for the decoding-on-a-standby tests: the
@@ -194,4 +199,109 @@ func TestPromotedStandbyStopsTheRelay(t *testing.T) {
 		t.Error("the restarted relay created the slot again; the promoted server kept it")
 	}
 	t.Logf("%d events written, %d records delivered", len(written), len(consumer.Records))
+}
+
+// heldSink holds the events of one type until released, then refuses them (an
+// event error, which hands them to the poller) while refuse is set.
+type heldSink struct {
+	sink.Sink
+	eventType string
+	seen      chan struct{} // closed when the first such event came
+	seenOnce  sync.Once
+	release   chan struct{}
+	refuse    atomic.Bool
+}
+
+func (s *heldSink) Publish(e *outbox.Event, done sink.Done) {
+	if e.EventType != s.eventType {
+		s.Sink.Publish(e, done)
+		return
+	}
+	s.seenOnce.Do(func() { close(s.seen) })
+	go func() {
+		<-s.release
+		if s.refuse.Load() {
+			done.Done(&sink.EventError{Err: errors.New("refused by the test")})
+			return
+		}
+		s.Sink.Publish(e, done)
+	}()
+}
+
+// The primary is lost after a hand-over was committed there but before the standby
+// received it: the slot on the standby must not have confirmed past the event, so
+// that the promoted standby streams it again. Were it confirmed, the promoted
+// server would hold the row without its hand-over, and nothing would publish it.
+func TestStandbyHandOverSurvivesLosingThePrimary(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	primary, standby, _ := primaryWithStandby(t, ctx, standbyBinaries(t), nil)
+	onPrimary := testenv.Connect(t, primary.URL("postgres"))
+	onStandby := testenv.Connect(t, standby.URL("postgres"))
+	broker := testenv.Kafka(t)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	kafkaSink, err := kafka.New(kafka.Config{Brokers: broker.ListenAddrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kafkaSink.Close)
+	held := &heldSink{Sink: kafkaSink, eventType: "poison", seen: make(chan struct{}), release: make(chan struct{})}
+	held.refuse.Store(true)
+	onStandbyCfg := func(c *config) { c.PrimaryURL = primary.URL("postgres"); c.Sink = held }
+	rn := startWithBrokers(t, standby.URL("postgres"), broker.ListenAddrs(), "walrelay", onStandbyCfg)
+	if !rn.waitLog(2*time.Minute, "msg=streaming") {
+		t.Fatal("the relay did not start streaming from the standby")
+	}
+	written := testenv.WriteTx(t, onPrimary, aggregates("b", 5), "before", 20, false)
+	if !consumer.WaitDistinct(time.Minute, len(written)) {
+		t.Fatalf("before: %d of %d delivered", consumer.Distinct(), len(written))
+	}
+	poison := testenv.WriteTx(t, onPrimary, []string{"p"}, "poison", 1, false)[0]
+	committed := testenv.CurrentLSN(t, onPrimary)
+	select {
+	case <-held.seen:
+	case <-ctx.Done():
+		t.Fatal("the poison event was not decoded on the standby")
+	}
+	// The standby decoded the event; from now on it receives nothing more.
+	for _, sql := range []string{"ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=1 user=postgres'", "SELECT pg_reload_conf()"} {
+		if _, err := onStandby.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, time.Minute, "the standby's replication to stop", func() bool {
+		var n int
+		_, _ = onPrimary.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_replication")
+		err := onPrimary.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication").Scan(&n)
+		return err == nil && n == 0
+	})
+	close(held.release)
+	waitFor(t, time.Minute, "the hand-over on the primary", func() bool {
+		var handedOver bool
+		err := onPrimary.QueryRow(ctx, "SELECT attempts > 0 OR retry_after IS NOT NULL FROM outbox_events WHERE id = $1",
+			poison.ID).Scan(&handedOver)
+		return err == nil && handedOver
+	})
+	// Either the slot confirms past the event (which loses it below), or the relay
+	// says it will not.
+	waitFor(t, time.Minute, "the slot to confirm past the event, or the relay to refuse to", func() bool {
+		return testenv.SlotLSN(t, onStandby, "walrelay") >= committed ||
+			strings.Contains(rn.logs.String(), "has not received walrelay's bookkeeping")
+	})
+
+	if err := primary.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held.refuse.Store(false)
+	if err := refusal(t, rn); err == nil || !strings.Contains(err.Error(), "was promoted") {
+		t.Fatalf("after the promotion Run returned %v, want an error saying the standby was promoted", err)
+	}
+	rn = startWithBrokers(t, standby.URL("postgres"), broker.ListenAddrs(), "walrelay", onStandbyCfg)
+	if !consumer.WaitFor(time.Minute, func() bool { return consumer.Count(poison.ID) > 0 }) {
+		t.Fatal("the event handed over on the lost primary was lost: the slot had confirmed past it")
+	}
 }
