@@ -358,6 +358,10 @@ func (c *Config) validateModes() error {
 	if c.Mode != ModeStream && c.Mode != ModePoll {
 		p.add("mode %q: want stream or poll", c.Mode)
 	}
+	if c.Mode == ModePoll && c.PrimaryURL != "" {
+		p.add("primary-url is for streaming from a hot standby; in poll mode point --database-url at the primary " +
+			"and leave primary-url unset")
+	}
 	_, err := poller.ParseOnPublish(string(c.OnPublish))
 	switch {
 	case c.OnPublish == "": // the mode's default (OnPublishMode)
