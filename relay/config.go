@@ -26,6 +26,11 @@ type Config struct {
 	// DatabaseURL is a PostgreSQL URL or keyword/value string. The role needs the
 	// REPLICATION attribute, and the database wal_level = logical.
 	DatabaseURL string
+	// PrimaryURL is the primary's URL when DatabaseURL is a hot standby (PostgreSQL
+	// 16+): the slot is created and streamed on the standby, and every write and
+	// every read of walrelay's bookkeeping go to the primary (docs/postgresql.md,
+	// "Decoding on a standby"). Empty: DatabaseURL does everything.
+	PrimaryURL string
 	// DatabasePassword, when set, is called before each new connection the relay
 	// opens (the pool's, the leader session's, the replication connection, status's)
 	// and its result is that connection's password, in place of the URL's: for
@@ -281,6 +286,11 @@ func (c *Config) validateNames() error {
 	} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		p.add("database url: %w", err) // the strictest parser of the ones Run uses
 	}
+	if c.PrimaryURL != "" {
+		if _, err := pgxpool.ParseConfig(c.PrimaryURL); err != nil {
+			p.add("primary url (--primary-url): %w", err)
+		}
+	}
 	seen := map[string]bool{}
 	for _, t := range c.OutboxTables() {
 		if !tableName.MatchString(t.Table) {
@@ -380,6 +390,10 @@ func (c *Config) validateModes() error {
 	}
 	if c.Mode != ModeStream && c.Mode != ModePoll {
 		p.add("mode %q: want stream or poll", c.Mode)
+	}
+	if c.Mode == ModePoll && c.PrimaryURL != "" {
+		p.add("primary-url is for streaming from a hot standby; in poll mode point --database-url at the primary " +
+			"and leave primary-url unset")
 	}
 	_, err := poller.ParseOnPublish(string(c.OnPublish))
 	switch {

@@ -64,6 +64,11 @@ func TestValidate(t *testing.T) {
 		{"topic replacement with braces", func(c *relay.Config) { c.TopicRegex, c.TopicReplacement = "(.*)", "{$1}" }, "braces"},
 		{"no database", func(c *relay.Config) { c.DatabaseURL = "" }, "database url is required"},
 		{"bad database url", func(c *relay.Config) { c.DatabaseURL = "postgres://x:s3cret@host:notaport/db" }, "database url"},
+		{"primary url", func(c *relay.Config) { c.PrimaryURL = "postgres://relay@primary/app" }, ""},
+		{"bad primary url", func(c *relay.Config) { c.PrimaryURL = "postgres://x@host:notaport/db" }, "primary url (--primary-url)"},
+		{"primary url in poll mode", func(c *relay.Config) {
+			c.Mode, c.OnPublish, c.PrimaryURL = relay.ModePoll, poller.Mark, "postgres://relay@primary/app"
+		}, "primary-url is for streaming from a hot standby"},
 		{"no sink", func(c *relay.Config) { c.Sink = nil }, "a sink is required"},
 		{"bad slot", func(c *relay.Config) { c.Slot = "Bad-Slot" }, "slot"},
 		{"messages off", func(c *relay.Config) { c.MessagePrefix = "" }, ""},

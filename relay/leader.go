@@ -26,9 +26,22 @@ func leaderKey(slot string) int64 {
 // replication.TuneKeepalives): the server then releases what the session held, the
 // advisory lock above all, and this side's next use of it fails.
 func (r *Relay) connect(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(r.cfg.DatabaseURL)
+	return r.connectTo(ctx, r.cfg.DatabaseURL, "--database-url")
+}
+
+// connectBooks is connect to where walrelay's bookkeeping lives (Config.booksURL).
+func (r *Relay) connectBooks(ctx context.Context) (*pgx.Conn, error) {
+	if r.onStandby {
+		return r.connectTo(ctx, r.cfg.PrimaryURL, "--primary-url")
+	}
+	return r.connect(ctx)
+}
+
+// connectTo is connect to url, which setting names.
+func (r *Relay) connectTo(ctx context.Context, url, setting string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url (check --database-url): %w", err)
+		return nil, fmt.Errorf("parse database url (check %s): %w", setting, err)
 	}
 	replication.TuneKeepalives(&cfg.Config)
 	replication.RenderLikeStream(cfg.RuntimeParams) // the catch-up pass reads placed columns as the stream sends them

@@ -55,7 +55,10 @@ type Relay struct {
 	shape  outbox.Shape
 	// stores keep the books of the tables, by name (table.name).
 	stores map[string]*poller.Store
-	pool   *pgxpool.Pool // opened by Run
+	pool   *pgxpool.Pool // opened by Run, on Config.booksURL
+	// onStandby: the slot is on a hot standby, the bookkeeping on Config.PrimaryURL
+	// (checkStandby, before the pool opens).
+	onStandby bool
 }
 
 // table is one outbox table the relay streams.
@@ -127,6 +130,11 @@ func New(cfg Config) (*Relay, error) {
 // the setup is wrong (see replication.SetupError) or the broker client cannot be built.
 func (r *Relay) Run(ctx context.Context) error {
 	snk := r.cfg.Sink
+	if r.cfg.Mode == ModeStream {
+		if err := r.checkStandby(ctx); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
 	pool, err := r.openPool(ctx)
 	if err != nil {
 		return err
@@ -193,7 +201,14 @@ func (r *Relay) Run(ctx context.Context) error {
 			g.Go(func() error { return r.heartbeat(gctx, pool) })
 		}
 	}
-	g.Go(func() error { return r.stats(gctx, pool) })
+	slotPool := pool // the slot's health is read where the slot is
+	if r.onStandby {
+		if slotPool, err = r.openPoolOn(ctx, r.cfg.DatabaseURL); err != nil {
+			return err
+		}
+		defer slotPool.Close()
+	}
+	g.Go(func() error { return r.stats(gctx, pool, slotPool) })
 	pollers := make([]*poller.Poller, len(r.tables))
 	for i := range r.tables {
 		pollers[i] = r.newPoller(pool, snk, &r.tables[i])
@@ -217,9 +232,15 @@ func (r *Relay) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
-// openPool opens the pool for bookkeeping, polling and stats.
+// openPool opens the pool for bookkeeping, polling and stats: on the primary when
+// the slot is on a standby, since all of it writes or must not lag.
 func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
-	poolCfg, err := pgxpool.ParseConfig(r.cfg.DatabaseURL)
+	return r.openPoolOn(ctx, r.cfg.booksURL())
+}
+
+// openPoolOn is openPool on url.
+func (r *Relay) openPoolOn(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	poolCfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, errorf("database pool", err)
 	}
@@ -234,7 +255,7 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 	// the CPU count) could leave the bookkeeping waiting. A pool_max_conns in the URL
 	// is left as it is.
 	workers := r.cfg.pollWorkers()
-	if n := len(r.cfg.OutboxTables()); (n > 1 || workers > 1) && !strings.Contains(r.cfg.DatabaseURL, "pool_max_conns") {
+	if n := len(r.cfg.OutboxTables()); (n > 1 || workers > 1) && !strings.Contains(url, "pool_max_conns") {
 		poolCfg.MaxConns = max(poolCfg.MaxConns, int32((workers+1)*n+3))
 	}
 	if r.cfg.DatabasePassword != nil {

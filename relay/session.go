@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/poller"
@@ -19,13 +20,30 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		r.active.Store(false)
 		r.metrics.leader.Set(0)
 	}()
-	conn, err := r.connect(ctx)
+	// conn keeps the books; slots is where the slot lives: a second connection when
+	// that is a standby (docs/postgresql.md, "Decoding on a standby"), which is
+	// asked first, so that a promotion is news even when the primary is gone.
+	var slots *pgx.Conn
+	if r.onStandby {
+		var err error
+		if slots, err = r.connect(ctx); err != nil {
+			return errorf("connect to the standby", err)
+		}
+		defer slots.Close(context.Background())
+		if err := r.checkStillStandby(ctx, slots); err != nil {
+			return err
+		}
+	}
+	conn, err := r.connectBooks(ctx)
 	if err != nil {
 		return errorf("connect to postgresql", err)
 	}
 	defer conn.Close(context.Background())
+	if slots == nil {
+		slots = conn
+	}
 
-	st, err := replication.PreflightTables(ctx, conn, r.replicationTables(), r.cfg.Publication, r.cfg.Slot)
+	st, err := replication.PreflightStandby(ctx, conn, slots, r.replicationTables(), r.cfg.Publication, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
@@ -40,7 +58,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	}
 	defer rc.Close()
 
-	start, created, err := r.prepareSlot(ctx, conn, rc, snk, bk, st, claim)
+	start, created, err := r.prepareSlot(ctx, conn, slots, rc, snk, bk, st, claim)
 	if err != nil {
 		return err
 	}
@@ -88,7 +106,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		dec.DecodeMessages(r.cfg.MessagePrefix)
 	}
 	h := &pipeline{dec: dec, wm: wm, d: d, tables: r.tables, onOutsideMessage: r.outsideMessage}
-	h.backlog = r.newBacklog(ctx, conn, start)
+	h.backlog = r.newBacklog(ctx, slots, start)
 	var eventsConfirmed pglogrepl.LSN // the newest wm.EventsSettled a confirmation reached
 	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "tables", r.tableNames(),
 		"from_lsn", start.String())
@@ -116,8 +134,16 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 				rec.confirmed(lsn)
 			}
 		},
-		BeforeConfirm: func(ctx context.Context) error { return watch.Check(ctx, conn) },
-		Messages:      r.cfg.MessagePrefix != "",
-		Pause:         &r.pause,
+		BeforeConfirm: func(ctx context.Context) error {
+			if err := watch.Check(ctx, conn); err != nil {
+				return err
+			}
+			if err := r.checkStillStandby(ctx, slots); err != nil {
+				return err
+			}
+			return r.awaitBooksOnStandby(ctx, conn, slots)
+		},
+		Messages: r.cfg.MessagePrefix != "",
+		Pause:    &r.pause,
 	}, wm, h)
 }

@@ -19,7 +19,7 @@ import (
 // is missing, lost, or its last pass did not finish, or adopted when walrelay did not
 // create it. A slot that had to be replaced is news (docs/design.md invariant 9). The
 // tables of claim that no pass has covered get a pass of their own before streaming.
-func (r *Relay) prepareSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper,
+func (r *Relay) prepareSlot(ctx context.Context, conn, slots *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper,
 	st replication.SlotState, claim replication.Claim) (pglogrepl.LSN, time.Time, error) {
 	here, _, err := rc.Identify(ctx, r.cfg.Slot, st.Created)
 	if err != nil {
@@ -34,18 +34,18 @@ func (r *Relay) prepareSlot(ctx context.Context, conn *pgx.Conn, rc *replication
 		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
 			return 0, time.Time{}, err
 		}
-		start, created, err = r.createSlot(ctx, conn, rc, snk, bk)
+		start, created, err = r.createSlot(ctx, conn, slots, rc, snk, bk)
 	case !st.Exists && st.CatchupState == replication.CatchupDone:
 		r.slotReplaced(ctx, conn, missingSlotReason(st.StreamedOn, here))
-		start, created, err = r.createSlot(ctx, conn, rc, snk, bk)
+		start, created, err = r.createSlot(ctx, conn, slots, rc, snk, bk)
 	case !st.Exists:
-		start, created, err = r.createSlot(ctx, conn, rc, snk, bk)
+		start, created, err = r.createSlot(ctx, conn, slots, rc, snk, bk)
 	case st.CatchupState == replication.CatchupPending:
 		r.log.Warn("the slot's catch-up pass did not finish last time; creating the slot again", "slot", r.cfg.Slot)
 		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
 			return 0, time.Time{}, err
 		}
-		start, created, err = r.createSlot(ctx, conn, rc, snk, bk)
+		start, created, err = r.createSlot(ctx, conn, slots, rc, snk, bk)
 	case st.CatchupState == replication.CatchupUnknown:
 		if created, err = replication.AdoptSlot(ctx, conn, r.cfg.Slot, r.tableNames()); err == nil {
 			r.log.Info("adopted a replication slot walrelay did not create (Debezium's, or one made by hand): it is "+
@@ -181,7 +181,7 @@ func (r *Relay) tablesWithoutHorizon(ctx context.Context, conn *pgx.Conn) []stri
 // checkFailover warns about what would lose the slot, or events, at a failover on a
 // server that has failover slots.
 func (r *Relay) checkFailover(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, st replication.SlotState) {
-	if !r.cfg.SlotFailover || rc.ServerMajor() < replication.FailoverSlots {
+	if !r.cfg.SlotFailover || rc.ServerMajor() < replication.FailoverSlots || r.onStandby {
 		return
 	}
 	if !st.Failover {
@@ -204,24 +204,30 @@ func (r *Relay) checkFailover(ctx context.Context, conn *pgx.Conn, rc *replicati
 // rows committed later will, so there is neither a gap nor an overlap. The slot is
 // recorded as pending first and as done last, so a crash in between makes the next
 // session create it again and repeat the pass (duplicates, never a loss).
-func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper) (pglogrepl.LSN, time.Time, error) {
+func (r *Relay) createSlot(ctx context.Context, conn, slots *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper) (pglogrepl.LSN, time.Time, error) {
 	incarnation, err := replication.RecordSlot(ctx, conn, r.cfg.Slot)
 	if err != nil {
 		return 0, time.Time{}, err
 	}
-	created, err := rc.CreateSlot(ctx, r.cfg.Slot, r.cfg.SlotFailover)
+	stopSnapshots := r.standbySnapshots(ctx)
+	failover := r.cfg.SlotFailover && !r.onStandby // a standby's slot cannot be a failover slot
+	created, err := rc.CreateSlot(ctx, r.cfg.Slot, failover)
+	stopSnapshots()
 	if err != nil {
 		return 0, time.Time{}, err
 	}
 	r.log.Info("created replication slot; publishing rows committed before it", "slot", r.cfg.Slot,
-		"consistent_point", created.ConsistentPoint.String(), "failover", r.cfg.SlotFailover && rc.ServerMajor() >= replication.FailoverSlots)
+		"consistent_point", created.ConsistentPoint.String(), "failover", failover && rc.ServerMajor() >= replication.FailoverSlots)
 
 	started := time.Now()
 	tables := make([]*table, len(r.tables))
 	for i := range r.tables {
 		tables[i] = &r.tables[i]
 	}
-	n, err := r.catchUp(ctx, conn, snk, bk, created.SnapshotName, created.ConsistentPoint, tables)
+	// The slot's snapshot is the standby's when the slot is there: the pass reads the
+	// rows there, and a lagging standby's older marks and horizons only make it
+	// publish more, never less.
+	n, err := r.catchUp(ctx, slots, snk, bk, created.SnapshotName, created.ConsistentPoint, tables)
 	if err != nil {
 		return 0, time.Time{}, errorf("catch-up pass", err)
 	}

@@ -11,8 +11,9 @@ import (
 )
 
 // stats reads the slot's health and the table's counts every interval and detects
-// a stalled relay: lag growing while the confirmed LSN stands still.
-func (r *Relay) stats(ctx context.Context, pool *pgxpool.Pool) error {
+// a stalled relay: lag growing while the confirmed LSN stands still. The slot is
+// read on slots, the standby when it is there.
+func (r *Relay) stats(ctx context.Context, pool, slots *pgxpool.Pool) error {
 	ticker := time.NewTicker(r.cfg.StatsInterval)
 	defer ticker.Stop()
 	var lastLSN string
@@ -23,7 +24,7 @@ func (r *Relay) stats(ctx context.Context, pool *pgxpool.Pool) error {
 			r.log.Warn("reading outbox stats failed", "err", err)
 		}
 		if r.cfg.Mode == ModeStream {
-			lsn, lag, err := r.readSlotStats(ctx, pool)
+			lsn, lag, err := r.readSlotStats(ctx, slots)
 			switch {
 			case ctx.Err() != nil:
 			case err != nil:
@@ -90,10 +91,13 @@ func (r *Relay) readSlotStats(ctx context.Context, pool *pgxpool.Pool) (string, 
 	var active bool
 	var walStatus, confirmed *string
 	var safe, confirmedLag, restartLag *int64
-	err := pool.QueryRow(ctx, `SELECT active, wal_status, safe_wal_size,
-			pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint,
-			pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, confirmed_flush_lsn::text
-		FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Slot).
+	// On a standby the WAL's end is what it has replayed.
+	err := pool.QueryRow(ctx, `WITH w AS (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
+			ELSE pg_current_wal_lsn() END AS lsn)
+		SELECT active, wal_status, safe_wal_size,
+			pg_wal_lsn_diff(w.lsn, confirmed_flush_lsn)::bigint,
+			pg_wal_lsn_diff(w.lsn, restart_lsn)::bigint, confirmed_flush_lsn::text
+		FROM pg_replication_slots, w WHERE slot_name = $1`, r.cfg.Slot).
 		Scan(&active, &walStatus, &safe, &confirmedLag, &restartLag, &confirmed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", 0, nil // not created yet

@@ -105,8 +105,22 @@ type Table struct {
 // PreflightTables is Preflight for a slot that streams several outbox tables through
 // one publication, which it creates for all of them when it is missing.
 func PreflightTables(ctx context.Context, conn *pgx.Conn, tables []Table, publication, slot string) (SlotState, error) {
+	return PreflightStandby(ctx, conn, conn, tables, publication, slot)
+}
+
+// PreflightStandby is PreflightTables for a slot on a hot standby, slots, whose
+// primary, conn, holds walrelay's bookkeeping: the publication is checked (and
+// created) on the primary, the slot is looked up on the standby, and its record is
+// read on the primary, which a lagging standby cannot make older than it is. With
+// slots and conn the same connection it is PreflightTables.
+func PreflightStandby(ctx context.Context, conn, slots *pgx.Conn, tables []Table, publication, slot string) (SlotState, error) {
 	if err := CheckServer(ctx, conn); err != nil {
 		return SlotState{}, err
+	}
+	if slots != conn {
+		if err := CheckServer(ctx, slots); err != nil {
+			return SlotState{}, fmt.Errorf("on the standby: %w", err)
+		}
 	}
 	shapes := make([]outbox.Shape, 0, len(tables))
 	for _, t := range tables {
@@ -119,7 +133,7 @@ func PreflightTables(ctx context.Context, conn *pgx.Conn, tables []Table, public
 	if err := ensurePublication(ctx, conn, shapes, publication); err != nil {
 		return SlotState{}, err
 	}
-	return slotState(ctx, conn, slot)
+	return slotState(ctx, slots, conn, slot)
 }
 
 // CheckServer checks that the server can stream: wal_level = logical, and a role
@@ -453,7 +467,10 @@ func checkPublished(ctx context.Context, conn *pgx.Conn, shape outbox.Shape, pub
 	return nil
 }
 
-func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, error) {
+// slotState looks the slot up on slots, the server it lives on, and its record in
+// walrelay_slots on books.
+func slotState(ctx context.Context, slots, books *pgx.Conn, slot string) (SlotState, error) {
+	conn := slots
 	var st SlotState
 	var plugin, database, walStatus *string
 	var confirmed *string
@@ -467,7 +484,7 @@ func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, err
 	case errors.Is(err, pgx.ErrNoRows):
 		// Missing: the bookkeeping row still tells a slot that was never created from
 		// one that disappeared (docs/design.md invariant 9).
-		err = readSlotRecord(ctx, conn, slot, &st)
+		err = readSlotRecord(ctx, books, slot, &st)
 		return st, err
 	case err != nil:
 		return st, fmt.Errorf("look up replication slot %s: %w", slot, err)
@@ -492,7 +509,7 @@ func slotState(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, err
 			return st, fmt.Errorf("parse confirmed_flush_lsn of %s: %w", slot, err)
 		}
 	}
-	return st, readSlotRecord(ctx, conn, slot, &st)
+	return st, readSlotRecord(ctx, books, slot, &st)
 }
 
 // SenderTimeout returns the server's wal_sender_timeout for this connection (0: none).

@@ -55,6 +55,8 @@ func newSettings() *settings {
 	c, b := &s.relay, &s.sinks
 	s.all = []setting{
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
+		str("primary-url", "the primary's URL when database-url is a hot standby (PostgreSQL 16+): the slot is streamed on the standby, "+
+			"walrelay's bookkeeping is written to the primary", &c.PrimaryURL),
 		{name: "database-auth", usage: "password (the URL's, or PGPASSWORD/.pgpass), or aws-iam (an RDS/Aurora IAM token for the URL's user, " +
 			"signed with the standard AWS credentials before each connection; needs AWS_REGION or a configured region)",
 			def: authPassword, set: func(v string) error { s.dbAuth = v; return nil }},

@@ -22,6 +22,9 @@ func (s *settings) logStartup(logger *slog.Logger, cfg relay.Config) {
 	args := []any{"version", b.Version, "revision", b.Revision, "mode", string(cfg.Mode),
 		"on_publish", string(cfg.OnPublishMode()), "delivery", string(cfg.Delivery),
 		"sink", string(s.sinks.Kind), "brokers", s.sinks.Addresses(), "database", databaseAddr(cfg.DatabaseURL)}
+	if cfg.PrimaryURL != "" {
+		args = append(args, "primary", databaseAddr(cfg.PrimaryURL))
+	}
 	if cfg.Mode != relay.ModePoll {
 		args = append(args, "slot", cfg.Slot, "publication", cfg.Publication)
 	}
