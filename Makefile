@@ -76,6 +76,7 @@ bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
 	$(GO) test -run XXX -bench . -benchmem ./record/
 	$(GO) test -run XXX -bench OnPublish -benchtime 20000x ./relay/
+	$(GO) test -run XXX -bench PollBookkeeping -benchtime 20000x ./poller/
 	$(GO) test -run XXX -bench TablelessOutbox -benchtime 50000x ./relay/
 	$(GO) test -run XXX -bench StandbyDrain -benchtime 200000x ./relay/
 	$(GO) test -run XXX -bench Drain -benchtime 20000x ./sink/sqs/
