@@ -432,4 +432,3 @@ func appendJavaDouble(b []byte, f float64) []byte {
 	e, _ := strconv.Atoi(exp)
 	return strconv.AppendInt(b, int64(e), 10)
 }
-
