@@ -349,11 +349,10 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 				valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
 			}
 			switch {
-			case valueConv == "bytearray" || valueSchemas || opt("table.expand.json.payload") == "true":
+			case valueConv == "bytearray" || valueSchemas:
 				for _, e := range envelope {
 					differs(&b, "transforms."+router+".table.fields.additional.placement", e,
-						"walrelay writes an envelope with value-converter json without schemas, or string, "+
-							"around the payload as it is, not an expanded one")
+						"walrelay writes an envelope with value-converter json without schemas, or string")
 				}
 			default:
 				fields = append(fields, [2]string{"column-envelope", outbox.FormatHeaderColumns(fieldsOf)})
@@ -367,22 +366,28 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 		}
 	}
 	fields = append(fields, [2]string{"column-trace", opt("tracing.span.context.field")})
-	if v := opt("table.expand.json.payload"); v == "true" {
-		differs(&b, "transforms."+router+".table.expand.json.payload", v, "walrelay does not parse the payload into a struct "+
-			"and write it again; with value-converter string it publishes the document as PostgreSQL stores it")
-		if convs["value"] == "json" {
-			b.WriteString("# value-converter string: the document as it is, the nearest to what the router's expansion writes\n")
-			kept := globals[:0]
-			for _, g := range globals {
-				switch g[0] {
-				case "value-converter":
-					g[1] = "string"
-				case "value-converter-schemas-enable":
-					continue
+	if v := opt("table.expand.json.payload"); strings.EqualFold(strings.TrimSpace(v), "true") {
+		valueSchemas := false
+		for _, g := range globals {
+			valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
+		}
+		if convs["value"] == "bytearray" || valueSchemas {
+			differs(&b, "transforms."+router+".table.expand.json.payload", v, "walrelay expands the payload with "+
+				"value-converter string, or json without schemas, and writes no schema for the struct")
+		} else {
+			globals = append(globals, [2]string{"expand-json-payload", "true"})
+			for _, o := range []struct{ key, setting, keep string }{
+				{"table.json.payload.null.behavior", "expand-json-payload-nulls", "optional_bytes"},
+				{"table.json.payload.empty.array.behavior", "expand-json-payload-empty-arrays", "optional_string"},
+			} {
+				switch w := strings.ToLower(strings.TrimSpace(opt(o.key))); w {
+				case "", "ignore":
+				case o.keep:
+					globals = append(globals, [2]string{o.setting, w})
+				default:
+					differs(&b, "transforms."+router+"."+o.key, opt(o.key), "not ignore or "+o.keep)
 				}
-				kept = append(kept, g)
 			}
-			globals = kept
 		}
 	}
 	if v := opt("route.tombstone.on.empty.payload"); v == "true" {
@@ -593,7 +598,7 @@ func recordDifference(key, value, router string) string {
 		case "table.field.event.schema.version":
 			return "walrelay writes no schema version"
 		case "table.json.payload.null.behavior", "table.json.payload.empty.array.behavior":
-			return "walrelay does not expand the payload"
+			return "" // without table.expand.json.payload they change nothing
 		case "table.fields.additional.error.on.missing":
 			return ""
 		}
