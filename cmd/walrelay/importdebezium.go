@@ -398,6 +398,11 @@ func convertDebezium(props, worker map[string]string, catalog []string) (string,
 				"value-converter string, or json without schemas, and writes no schema for the struct")
 		} else {
 			globals = append(globals, [2]string{"expand-json-payload", "true"})
+			// The expansion names fields through the connector's adjuster
+			// (EventRouterDelegate: FieldNameAdjustmentMode); walrelay keeps the names.
+			if m, ok := use("field.name.adjustment.mode"); ok && !strings.EqualFold(strings.TrimSpace(m), "none") {
+				differs(&b, "field.name.adjustment.mode", m, "walrelay keeps the expanded payload's field names as they are")
+			}
 			for _, o := range []struct{ key, setting, keep string }{
 				{"table.json.payload.null.behavior", "expand-json-payload-nulls", "optional_bytes"},
 				{"table.json.payload.empty.array.behavior", "expand-json-payload-empty-arrays", "optional_string"},

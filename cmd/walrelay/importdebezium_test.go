@@ -263,3 +263,17 @@ func TestImportDebeziumRouting(t *testing.T) {
 		})
 	}
 }
+
+// An expanded payload's field names go through field.name.adjustment.mode in
+// Debezium; walrelay does not adjust them, so any mode but none is a difference.
+func TestImportExpandFieldNameAdjustment(t *testing.T) {
+	conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox",
+		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+		"transforms.outbox.table.expand.json.payload": "true", "field.name.adjustment.mode": "%s"}`
+	for mode, want := range map[string]int{"none": 0, "avro": 1} {
+		_, diffs, err := importDebezium("c.json", []byte(strings.Replace(conf, "%s", mode, 1)), nil, nil)
+		if err != nil || len(diffs) != want {
+			t.Errorf("%s: %v, differences %q, want %d", mode, err, diffs, want)
+		}
+	}
+}
