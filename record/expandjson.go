@@ -53,30 +53,6 @@ type field struct {
 	s    *schema
 }
 
-func (s *schema) field(name string) *schema {
-	for _, f := range s.fields {
-		if f.name == name {
-			return f.s
-		}
-	}
-	return nil
-}
-
-func (s *schema) equal(o *schema) bool {
-	if s == nil || o == nil {
-		return s == o
-	}
-	if s.kind != o.kind || len(s.fields) != len(o.fields) || !s.elem.equal(o.elem) {
-		return false
-	}
-	for i := range s.fields {
-		if s.fields[i].name != o.fields[i].name || !s.fields[i].s.equal(o.fields[i].s) {
-			return false
-		}
-	}
-	return true
-}
-
 // node is a parsed JSON value with its object members in document order, as
 // Jackson's tree keeps them (a repeated name replaces the value in its first place).
 type node struct {
@@ -235,7 +211,11 @@ func (x ExpandJSON) elemSchema(n *node) (*schema, error) {
 		return s, nil
 	}
 	if ref.kind != kStruct {
-		return x.schemaOf(ref)
+		s, err := x.schemaOf(ref)
+		if err == nil && s == nil {
+			err = errNotExpandable // the sample is an empty array the router drops
+		}
+		return s, err
 	}
 	var union *schema
 	for _, k := range n.kids {

@@ -1,6 +1,7 @@
 package record_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/walrelay/walrelay/outbox"
@@ -54,6 +55,8 @@ func TestExpandJSONPayload(t *testing.T) {
 		{"not json", on, `{"a": `, `"{\"a\": "`, `{"a": `},
 		{"mixed array", on, `{"a": [1, "x"]}`, `"{\"a\": [1, \"x\"]}"`, `{"a": [1, "x"]}`},
 		{"int beside long", on, `{"a": [1, 5000000000]}`, `"{\"a\": [1, 5000000000]}"`, `{"a": [1, 5000000000]}`},
+		{"first element an empty array", on, `{"a": [[], [1]]}`, `"{\"a\": [[], [1]]}"`, `{"a": [[], [1]]}`},
+		{"nested arrays", on, `{"a": [[1], [2, 3]]}`, `{"a":[[1],[2,3]]}`, `Struct{a=[[1], [2, 3]]}`},
 		{"only nulls", on, `{"a": [null]}`, `"{\"a\": [null]}"`, `{"a": [null]}`},
 		{"field types differ", on, `{"l": [{"a": 1}, {"a": "x"}]}`, `"{\"l\": [{\"a\": 1}, {\"a\": \"x\"}]}"`, `{"l": [{"a": 1}, {"a": "x"}]}`},
 		{"beyond long", on, `{"a": 123456789012345678901234}`, `"{\"a\": 123456789012345678901234}"`, `{"a": 123456789012345678901234}`},
@@ -101,4 +104,23 @@ func TestExpandJSONPayloadRefusesSchemas(t *testing.T) {
 			t.Errorf("%+v: no error", f)
 		}
 	}
+}
+
+// FuzzExpandJSON: any payload gives a value without a panic, and with the JSON
+// converter that value is valid JSON, expanded or the payload as a string.
+func FuzzExpandJSON(f *testing.F) {
+	for _, s := range []string{`{"a": [{"b": 1}, {"c": [null, 2.5]}], "d": null}`, `{"a": [[], [1]]}`, `{"a": [[1], ["x"]]}`, `[1]`, `{`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, payload string) {
+		e := &outbox.Event{ID: "e", AggregateID: "1", Payload: []byte(payload), PayloadType: "jsonb"}
+		for _, x := range []record.ExpandJSON{{Enabled: true}, {Enabled: true, KeepNulls: true, KeepEmptyArrays: true}} {
+			f := record.Format{ValueConverter: record.JSON, ExpandJSON: x}
+			if v, _ := f.Value(e); !json.Valid(v) {
+				t.Fatalf("%q: value %q is not JSON", payload, v)
+			}
+			f.ValueConverter = record.String
+			f.Value(e)
+		}
+	})
 }
