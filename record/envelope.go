@@ -11,7 +11,7 @@ import "github.com/walrelay/walrelay/outbox"
 // JSON strings. String writes Kafka's Struct.toString: Struct{name=value,...},
 // NULL fields left out. Schemas and ByteArray are refused at startup: the struct's
 // schema name needs the connector's topic prefix, and Connect's ByteArrayConverter
-// refuses a struct.
+// refuses a struct. An expanded payload (ExpandJSON) is the struct it became.
 func (f *Format) envelopeValue(e *outbox.Event) []byte {
 	n := len(e.Payload) + len(e.Payload)/8 + 32
 	for _, fl := range e.Envelope {
@@ -30,7 +30,9 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 			b = append(b, '=')
 			b = append(b, v...)
 		}
-		if !e.NullPayload {
+		if n, s, ok := f.expanded(e); ok {
+			field("payload", appendStruct(nil, n, s))
+		} else if !e.NullPayload {
 			field("payload", e.Payload)
 		}
 		for _, fl := range e.Envelope {
@@ -42,7 +44,11 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 	}
 	b = append(b, `{"payload":`...)
 	plain := Format{ValueConverter: JSON} // the payload as its own field, no schema
-	b = append(b, plain.jsonValue(e)...)
+	if n, s, ok := f.expanded(e); ok {
+		b = appendJSON(b, n, s)
+	} else {
+		b = append(b, plain.jsonValue(e)...)
+	}
 	for _, fl := range e.Envelope {
 		b = append(b, ',')
 		b = appendJSONString(b, fl.Key)

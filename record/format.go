@@ -28,6 +28,8 @@ type Format struct {
 	// IDHeaderOnly leaves out walrelay's own headers but id, as Debezium's router
 	// sets only that one; headers placed from columns (outbox.Event.Headers) follow.
 	IDHeaderOnly bool
+	// ExpandJSON is the router's table.expand.json.payload and its two behaviours.
+	ExpandJSON ExpandJSON
 }
 
 // Validate checks the converters; schemas need the JSON converter.
@@ -40,6 +42,10 @@ func (f Format) Validate() error {
 	}{{"key", f.KeyConverter, f.KeySchemas}, {"value", f.ValueConverter, f.ValueSchemas}} {
 		if c.conv > ByteArray {
 			errs = append(errs, errors.New(c.side+"-converter must be string, json or bytearray"))
+		}
+		if c.side == "value" && f.ExpandJSON.Enabled && (c.schemas || c.conv == ByteArray) {
+			errs = append(errs, errors.New("expand-json-payload needs value-converter string or json without schemas; "+
+				"set value-converter-schemas-enable false and value-converter string or json, or expand-json-payload false"))
 		}
 		if c.schemas && c.conv != JSON {
 			errs = append(errs, errors.New(c.side+"-converter-schemas-enable needs "+c.side+"-converter json; "+
@@ -89,6 +95,14 @@ func (f *Format) Value(e *outbox.Event) (value []byte, tombstone bool) {
 	if e.NullPayload && f.ValueConverter != JSON {
 		return nil, true
 	}
+	if f.ExpandJSON.Enabled {
+		if n, s, ok := f.expanded(e); ok {
+			if f.ValueConverter == JSON {
+				return appendJSON(make([]byte, 0, len(e.Payload)+16), n, s), false
+			}
+			return appendStruct(make([]byte, 0, len(e.Payload)+16), n, s), false
+		}
+	}
 	if f.ValueConverter != JSON {
 		if e.Payload == nil {
 			return []byte{}, false // an empty value, not a tombstone
@@ -96,6 +110,15 @@ func (f *Format) Value(e *outbox.Event) (value []byte, tombstone bool) {
 		return e.Payload, false
 	}
 	return f.jsonValue(e), false
+}
+
+// expanded is e's payload expanded (ExpandJSON); the router expands only a
+// string, so never a bytea.
+func (f *Format) expanded(e *outbox.Event) (*node, *schema, bool) {
+	if !f.ExpandJSON.Enabled || e.NullPayload || e.PayloadType == "bytea" {
+		return nil, nil, false
+	}
+	return f.ExpandJSON.expand(e.Payload)
 }
 
 // blank is Java's String.trim().isEmpty(), which the router's tombstone test uses:

@@ -27,7 +27,7 @@ type Route struct {
 // ParseRoute checks regex and a replacement in Java's syntax ($1, ${name}, \$ for a
 // literal dollar) and returns the route.
 func ParseRoute(regex, replacement string) (*Route, error) {
-	if s, ok := javaOnly(regex); ok {
+	if s, ok := JavaOnly(regex); ok {
 		return nil, fmt.Errorf("topic-regex %q uses %s, which Java reads but Go's RE2 does not; "+
 			"write it without lookarounds, backreferences, possessive quantifiers, atomic groups or class intersections", regex, s)
 	}
@@ -60,10 +60,10 @@ func (r *Route) Topic(v string) string {
 	return string(append(b, v[m[1]:]...))
 }
 
-// javaOnly finds a construct of Java's regular expressions that RE2 lacks; Go's
+// JavaOnly finds a construct of Java's regular expressions that RE2 lacks; Go's
 // own error for them ("invalid or unsupported Perl syntax") would not say what to
 // change.
-func javaOnly(re string) (string, bool) {
+func JavaOnly(re string) (string, bool) {
 	for _, c := range []struct{ token, name string }{
 		{"(?=", "a lookahead (?=…)"}, {"(?!", "a negative lookahead (?!…)"},
 		{"(?<=", "a lookbehind (?<=…)"}, {"(?<!", "a negative lookbehind (?<!…)"},

@@ -162,6 +162,50 @@ func TestDebeziumConverters(t *testing.T) {
 				return ptr("Struct{payload=" + *p + ",eventType=OrderCreated}")
 			},
 		},
+		{
+			// table.expand.json.payload (EventRouterDelegate.parseJsonPayload,
+			// JsonSchemaData; EventRouterTest.canExpandJsonPayloadIfConfigured): an
+			// object payload becomes a struct, which JsonConverter writes as an object
+			// in the document's order (jsonb's), numbers as Java writes them; what
+			// does not start with { stays the JSON string.
+			name:    "json-expand",
+			worker:  demoWorker,
+			options: `, "transforms.outbox.table.expand.json.payload": "true"`,
+			key:     func(id string) string { return `"` + id + `"` },
+			value: func(p *string) *string {
+				switch {
+				case p == nil:
+					return ptr("null")
+				case *p == routerDocument:
+					return ptr(`{"id":1,"lineItems":[{"id":1,"item":"Debezium in Action","status":"ENTERED","quantity":2,"totalPrice":39.98},` +
+						`{"id":2,"item":"Debezium for Dummies","status":"ENTERED","quantity":1,"totalPrice":29.99}],` +
+						`"orderDate":"2019-01-31T12:13:01","customerId":123}`)
+				case strings.HasPrefix(*p, "{"):
+					return ptr(strings.ReplaceAll(*p, " ", ""))
+				}
+				return ptr(`"` + strings.ReplaceAll(*p, `"`, `\"`) + `"`)
+			},
+			jsonKeys: true,
+		},
+		{
+			// The expanded struct through StringConverter: Kafka's Struct.toString.
+			name:    "string-expand",
+			options: `, "key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.storage.StringConverter", "transforms.outbox.table.expand.json.payload": "true"`,
+			key:     func(id string) string { return id },
+			value: func(p *string) *string {
+				switch {
+				case p == nil:
+					return nil
+				case *p == routerDocument:
+					return ptr(`Struct{id=1,lineItems=[Struct{id=1,item=Debezium in Action,status=ENTERED,quantity=2,totalPrice=39.98}, ` +
+						`Struct{id=2,item=Debezium for Dummies,status=ENTERED,quantity=1,totalPrice=29.99}],orderDate=2019-01-31T12:13:01,customerId=123}`)
+				case strings.HasPrefix(*p, "{"):
+					n := strings.Trim(strings.TrimPrefix(*p, `{"n": `), "}")
+					return ptr("Struct{n=" + n + "}")
+				}
+				return p
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -19,8 +19,8 @@ import (
 // span context field, over Debezium's table shape (testdata/debezium_outbox.sql with
 // a text payload and the placed columns). Its records are what the router's
 // documentation says it publishes for the same rows: topic outbox.event.<aggregatetype>,
-// key aggregateid, the payload's JSON document as the value (a null value for a NULL
-// payload), the id header, each header column under its alias (a NULL one with a null
+// key aggregateid, the value the envelope of the expanded payload and the audit
+// column as JsonConverter writes it (a null value for a NULL payload), the id header, each header column under its alias (a NULL one with a null
 // value), the partition column's
 // partition, and the trace context as traceparent and tracestate, whether the
 // catch-up pass (a row older than the slot) or the stream publishes it. A partition
@@ -106,12 +106,16 @@ func TestDebeziumRouterPlacement(t *testing.T) {
 		partition int32
 		headers   []string // after the id header
 	}{
-		ids[0]: {ptr(document), 2, []string{"tenant=acme", "region=eu-west", "eventType=OrderCreated",
+		// The router's expansion (table.expand.json.payload; EventRouterTest.
+		// canExpandJsonPayloadWithAdditionalFieldInEnvelope) inside the envelope,
+		// written by JsonConverter without schemas: the NULL audit column a null.
+		ids[0]: {ptr(`{"payload":{"id":1,"lineItems":[{"id":1,"item":"Debezium in Action","quantity":2}],"customerId":123},"auditInfo":null}`), 2, []string{"tenant=acme", "region=eu-west", "eventType=OrderCreated",
 			"traceparent=" + traceParent, "tracestate=rojo=00f067aa0ba902b7"}},
 		// A NULL header column is a header with a null value, as Kafka Connect's
 		// SimpleHeaderConverter writes a null.
 		ids[1]: {nil, hashed("2"), []string{"tenant=acme", "region=<null>", "eventType=OrderDeleted", "traceparent=" + traceParent}},
-		ids[3]: {ptr(`"shipped"`), hashed("4"), []string{"tenant=<null>", "region=<null>", "eventType=OrderShipped"}},
+		// A payload that does not start with { stays a string (EventRouterDelegate.parseJsonPayload).
+		ids[3]: {ptr(`{"payload":"\"shipped\"","auditInfo":null}`), hashed("4"), []string{"tenant=<null>", "region=<null>", "eventType=OrderShipped"}},
 	}
 	check := func(phase string, r *kgo.Record) {
 		t.Helper()

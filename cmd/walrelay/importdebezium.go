@@ -63,14 +63,17 @@ var unsupportedReasons = map[string]string{
 func importDebeziumCommand() *cobra.Command {
 	var workerFile string
 	var allowDifferences bool
+	var databaseURL string
 	cmd := &cobra.Command{
 		Use:   "import-debezium FILE",
 		Short: "Print the walrelay YAML equivalent of a Debezium PostgreSQL outbox connector configuration",
 		Long: "import-debezium reads a Debezium PostgreSQL connector configuration, as JSON for Kafka Connect's\n" +
-			"REST API or as a Debezium Server .properties file, and prints the walrelay configuration file\n" +
-			"that does the same on stdout. Converters are read from the connector, else from the Kafka Connect\n" +
-			"worker's properties (--worker). An option that changes the records and that walrelay cannot\n" +
-			"reproduce makes it exit 1 naming the option, unless --allow-differences; options that change no\n" +
+			"REST API, as a Debezium Server .properties file or as a Strimzi KafkaConnector resource (YAML), and\n" +
+			"prints the walrelay configuration file that does the same on stdout. Converters are read from the\n" +
+			"connector, else from the Kafka Connect worker's properties (--worker) or a Strimzi KafkaConnect in\n" +
+			"the same YAML. Regular expressions in table.include.list are resolved against the tables of\n" +
+			"--database-url. An option that changes the records and that walrelay cannot\n" +
+			"reproduce makes it exit 2 naming the option, unless --allow-differences; options that change no\n" +
 			"record and have no equivalent are printed as comments. Passwords are not copied.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -86,7 +89,13 @@ func importDebeziumCommand() *cobra.Command {
 				}
 				worker = parseProperties(string(w))
 			}
-			out, diffs, err := importDebezium(filepath.Base(args[0]), data, worker)
+			var catalog []string
+			if databaseURL != "" {
+				if catalog, err = catalogTables(cmd.Context(), databaseURL); err != nil {
+					return err
+				}
+			}
+			out, diffs, err := importDebezium(filepath.Base(args[0]), data, worker, catalog)
 			if err != nil {
 				return err
 			}
@@ -101,25 +110,34 @@ func importDebeziumCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&workerFile, "worker", "", "the Kafka Connect worker's properties file (connect-distributed.properties), "+
 		"where key.converter and value.converter are usually set")
+	cmd.Flags().StringVar(&databaseURL, "database-url", "", "the outbox database, whose tables resolve the regular expressions "+
+		"of table.include.list (without it such an entry is a difference)")
 	cmd.Flags().BoolVar(&allowDifferences, "allow-differences", false, "write the YAML even where walrelay's records would differ "+
 		"from Debezium's (each difference is a comment)")
 	return cmd
 }
 
 // importDebezium converts one configuration file's content; name is only for
-// messages, worker is the Kafka Connect worker's properties (nil: none). diffs are
+// messages, worker is the Kafka Connect worker's properties (nil: none), catalog
+// the database's tables (nil: not known). diffs are
 // the options whose records walrelay would not reproduce, as option=value: reason.
-func importDebezium(name string, data []byte, worker map[string]string) (out string, diffs []string, err error) {
-	props, err := debeziumProperties(data)
+func importDebezium(name string, data []byte, worker map[string]string, catalog []string) (out string, diffs []string, err error) {
+	props, strimziWorker, isStrimzi, err := strimziProperties(data)
+	if !isStrimzi {
+		props, err = debeziumProperties(data)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if worker == nil {
+		worker = strimziWorker
+	}
 	if props["connector.class"] != postgresConnector {
 		return "", nil, fmt.Errorf("%s is not a Debezium PostgreSQL connector configuration: want connector.class "+
-			"(or debezium.source.connector.class in Debezium Server) = %s; give the file the connector was "+
+			"(debezium.source.connector.class in Debezium Server, spec.class in a Strimzi KafkaConnector) = %s; give the file the connector was "+
 			"created with", name, postgresConnector)
 	}
-	out, diffs = convertDebezium(props, worker)
+	out, diffs = convertDebezium(props, worker, catalog)
 	return out, diffs, nil
 }
 
@@ -203,7 +221,11 @@ func parseProperties(text string) map[string]string {
 }
 
 // convertDebezium writes the walrelay YAML for a PostgreSQL connector's properties.
-func convertDebezium(props, worker map[string]string) (string, []string) {
+//
+// catalog is the database's tables (catalogTables), which table.include.list
+// regular expressions are resolved against; nil: none, and a regular expression is
+// a difference.
+func convertDebezium(props, worker map[string]string, catalog []string) (string, []string) {
 	used := map[string]bool{"connector.class": true}
 	var diffs []string
 	differs := func(b *strings.Builder, key, value, reason string) {
@@ -349,11 +371,10 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 				valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
 			}
 			switch {
-			case valueConv == "bytearray" || valueSchemas || opt("table.expand.json.payload") == "true":
+			case valueConv == "bytearray" || valueSchemas:
 				for _, e := range envelope {
 					differs(&b, "transforms."+router+".table.fields.additional.placement", e,
-						"walrelay writes an envelope with value-converter json without schemas, or string, "+
-							"around the payload as it is, not an expanded one")
+						"walrelay writes an envelope with value-converter json without schemas, or string")
 				}
 			default:
 				fields = append(fields, [2]string{"column-envelope", outbox.FormatHeaderColumns(fieldsOf)})
@@ -367,22 +388,33 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 		}
 	}
 	fields = append(fields, [2]string{"column-trace", opt("tracing.span.context.field")})
-	if v := opt("table.expand.json.payload"); v == "true" {
-		differs(&b, "transforms."+router+".table.expand.json.payload", v, "walrelay does not parse the payload into a struct "+
-			"and write it again; with value-converter string it publishes the document as PostgreSQL stores it")
-		if convs["value"] == "json" {
-			b.WriteString("# value-converter string: the document as it is, the nearest to what the router's expansion writes\n")
-			kept := globals[:0]
-			for _, g := range globals {
-				switch g[0] {
-				case "value-converter":
-					g[1] = "string"
-				case "value-converter-schemas-enable":
-					continue
-				}
-				kept = append(kept, g)
+	if v := opt("table.expand.json.payload"); strings.EqualFold(strings.TrimSpace(v), "true") {
+		valueSchemas := false
+		for _, g := range globals {
+			valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
+		}
+		if convs["value"] == "bytearray" || valueSchemas {
+			differs(&b, "transforms."+router+".table.expand.json.payload", v, "walrelay expands the payload with "+
+				"value-converter string, or json without schemas, and writes no schema for the struct")
+		} else {
+			globals = append(globals, [2]string{"expand-json-payload", "true"})
+			// The expansion names fields through the connector's adjuster
+			// (EventRouterDelegate: FieldNameAdjustmentMode); walrelay keeps the names.
+			if m, ok := use("field.name.adjustment.mode"); ok && !strings.EqualFold(strings.TrimSpace(m), "none") {
+				differs(&b, "field.name.adjustment.mode", m, "walrelay keeps the expanded payload's field names as they are")
 			}
-			globals = kept
+			for _, o := range []struct{ key, setting, keep string }{
+				{"table.json.payload.null.behavior", "expand-json-payload-nulls", "optional_bytes"},
+				{"table.json.payload.empty.array.behavior", "expand-json-payload-empty-arrays", "optional_string"},
+			} {
+				switch w := strings.ToLower(strings.TrimSpace(opt(o.key))); w {
+				case "", "ignore":
+				case o.keep:
+					globals = append(globals, [2]string{o.setting, w})
+				default:
+					differs(&b, "transforms."+router+"."+o.key, opt(o.key), "not ignore or "+o.keep)
+				}
+			}
 		}
 	}
 	if v := opt("route.tombstone.on.empty.payload"); v == "true" {
@@ -399,13 +431,22 @@ func convertDebezium(props, worker map[string]string) (string, []string) {
 	// Tables.
 	var tables []string
 	if list, ok := use("table.include.list"); ok {
-		for _, t := range splitList(list) {
-			t = strings.ReplaceAll(t, `\.`, ".")
-			if strings.ContainsAny(t, `\*+?[](){}|^$`) {
-				comment(&b, "table.include.list", t, "a regular expression; list the outbox tables by name")
+		seen := map[string]bool{}
+		for _, entry := range splitList(list) {
+			resolved, reason := includedTables(entry, catalog)
+			if reason != "" {
+				differs(&b, "table.include.list", entry, reason)
 				continue
 			}
-			tables = append(tables, t)
+			if len(resolved) != 1 || resolved[0] != strings.ReplaceAll(entry, `\.`, ".") {
+				b.WriteString("# table.include.list " + entry + ": the database's tables it matches: " + strings.Join(resolved, ", ") + "\n")
+			}
+			for _, t := range resolved {
+				if !seen[t] {
+					seen[t] = true
+					tables = append(tables, t)
+				}
+			}
 		}
 	}
 	switch {
@@ -593,7 +634,7 @@ func recordDifference(key, value, router string) string {
 		case "table.field.event.schema.version":
 			return "walrelay writes no schema version"
 		case "table.json.payload.null.behavior", "table.json.payload.empty.array.behavior":
-			return "walrelay does not expand the payload"
+			return "" // without table.expand.json.payload they change nothing
 		case "table.fields.additional.error.on.missing":
 			return ""
 		}

@@ -12,7 +12,7 @@ import (
 
 // debeziumConfigs are the convertible configurations in testdata/debezium, each with
 // a .golden file of the expected output.
-var debeziumConfigs = []string{"connect-outbox.json", "server.properties", "unsupported.json", "router-placement.json", "tutorial-outbox.json"}
+var debeziumConfigs = []string{"connect-outbox.json", "server.properties", "unsupported.json", "router-placement.json", "tutorial-outbox.json", "strimzi-outbox.yaml"}
 
 func convertTestdata(t *testing.T, name string) string {
 	t.Helper()
@@ -20,7 +20,7 @@ func convertTestdata(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := importDebezium(name, data, nil)
+	out, _, err := importDebezium(name, data, nil, nil)
 	if err != nil {
 		t.Fatalf("import %s: %v", name, err)
 	}
@@ -145,7 +145,7 @@ func TestImportDebeziumRefusesOthers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_, _, err := importDebezium(name, b, nil)
+		_, _, err := importDebezium(name, b, nil, nil)
 		if err == nil {
 			t.Errorf("%s: converted, want an error", name)
 			continue
@@ -190,7 +190,7 @@ func TestImportDebeziumConverters(t *testing.T) {
 			[]string{"value-converter: json\n"}, []string{"transforms.outbox.table.fields.additional.placement=a:envelope:b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, diffs, err := importDebezium(tc.name, []byte(tc.connector), tc.worker)
+			out, diffs, err := importDebezium(tc.name, []byte(tc.connector), tc.worker, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +243,7 @@ func TestImportDebeziumRouting(t *testing.T) {
 		{"times without headers", `, "time.precision.mode": "connect"`, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, diffs, err := importDebezium(tc.name, []byte(base+tc.options+"}"), nil)
+			out, diffs, err := importDebezium(tc.name, []byte(base+tc.options+"}"), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -261,5 +261,19 @@ func TestImportDebeziumRouting(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An expanded payload's field names go through field.name.adjustment.mode in
+// Debezium; walrelay does not adjust them, so any mode but none is a difference.
+func TestImportExpandFieldNameAdjustment(t *testing.T) {
+	conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox",
+		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+		"transforms.outbox.table.expand.json.payload": "true", "field.name.adjustment.mode": "%s"}`
+	for mode, want := range map[string]int{"none": 0, "avro": 1} {
+		_, diffs, err := importDebezium("c.json", []byte(strings.Replace(conf, "%s", mode, 1)), nil, nil)
+		if err != nil || len(diffs) != want {
+			t.Errorf("%s: %v, differences %q, want %d", mode, err, diffs, want)
+		}
 	}
 }

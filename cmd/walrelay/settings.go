@@ -153,6 +153,20 @@ func newSettings() *settings {
 		{name: "tombstone-on-empty-payload", usage: "publish a NULL, empty or blank payload as a tombstone whatever the converter " +
 			"(Debezium's route.tombstone.on.empty.payload); otherwise only the string and bytearray converters make NULL a tombstone",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.TombstoneOnEmpty) }},
+		{name: "expand-json-payload", usage: "value-converter string or json without schemas: write a payload that starts with { as the struct " +
+			"Debezium's table.expand.json.payload parses it into (null fields and empty arrays dropped, numbers as Java writes them); " +
+			"a payload that does not parse stays as it is",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ExpandJSON.Enabled) }},
+		{name: "expand-json-payload-nulls", usage: "expand-json-payload: null fields are dropped (ignore) or kept as null (optional_bytes), " +
+			"Debezium's table.json.payload.null.behavior", def: "ignore",
+			set: func(v string) error {
+				return setExpandBehaviour(v, "optional_bytes", &b.Kafka.Format.ExpandJSON.KeepNulls)
+			}},
+		{name: "expand-json-payload-empty-arrays", usage: "expand-json-payload: empty arrays are dropped (ignore) or kept (optional_string), " +
+			"Debezium's table.json.payload.empty.array.behavior", def: "ignore",
+			set: func(v string) error {
+				return setExpandBehaviour(v, "optional_string", &b.Kafka.Format.ExpandJSON.KeepEmptyArrays)
+			}},
 		{name: "record-headers", usage: "walrelay's own record headers: walrelay (id, event_type, aggregate_type, aggregate_id, created_at) " +
 			"or debezium (id alone, as Debezium's outbox router); column-headers follow either", def: "walrelay",
 			set: func(v string) error { return setRecordHeaders(v, &b.Kafka.Format.IDHeaderOnly) }},
@@ -302,6 +316,20 @@ func setRecordTimestamp(v string, eventTime *bool) error {
 		*eventTime = true
 	default:
 		return fmt.Errorf("want publish or created-at, got %q", v)
+	}
+	return nil
+}
+
+// setExpandBehaviour reads one of the router's JSON expansion behaviours: ignore,
+// or keep, the option's own name for keeping.
+func setExpandBehaviour(v, keep string, kept *bool) error {
+	switch v {
+	case "ignore":
+		*kept = false
+	case keep:
+		*kept = true
+	default:
+		return fmt.Errorf("want ignore or %s, got %q", keep, v)
 	}
 	return nil
 }

@@ -100,7 +100,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis, sqs or pubsub", c.Kind)
 	}
 	if c.Kind != Kafka && c.Kafka.Format != (record.Format{}) {
-		err = errors.Join(err, fmt.Errorf("key-converter, value-converter, their schemas-enable, tombstone-on-empty-payload, "+
+		err = errors.Join(err, fmt.Errorf("key-converter, value-converter, their schemas-enable, tombstone-on-empty-payload, expand-json-payload, "+
 			"record-timestamp and record-headers shape Kafka records; leave them at their defaults with sink %s", c.Kind))
 	}
 	if err != nil && c.Kind != Kafka {

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/record"
+)
+
+// catalogTables lists the ordinary and partitioned tables of the database as
+// schema.table, the names Debezium's PostgreSQL connector matches table.include.list
+// against (TableId.toString), PostgreSQL's own schemas left out.
+func catalogTables(ctx context.Context, dbURL string) ([]string, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to --database-url to resolve table.include.list: %w", err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `SELECT n.nspname || '.' || c.relname FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+			AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp\_%'
+		ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("list tables to resolve table.include.list: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list tables to resolve table.include.list: %w", err)
+	}
+	return tables, nil
+}
+
+// includedTables resolves one table.include.list entry: a plain name is itself; a
+// regular expression is matched as Debezium does (Predicates.includes: the whole
+// name, case-insensitively) against catalog, the database's tables; without one
+// (nil) it cannot be resolved. reason says why an entry gives no table.
+func includedTables(entry string, catalog []string) (tables []string, reason string) {
+	plain := strings.ReplaceAll(entry, `\.`, ".")
+	if !strings.ContainsAny(plain, `\*+?[](){}|^$`) {
+		return []string{plain}, ""
+	}
+	if catalog == nil {
+		return nil, "a regular expression; give --database-url to resolve it against the database's tables, " +
+			"or list the outbox tables by name"
+	}
+	if construct, ok := record.JavaOnly(entry); ok {
+		return nil, "a regular expression with " + construct + ", which Go's RE2 cannot read; list the outbox tables by name"
+	}
+	re, err := regexp.Compile(`(?i)^(?:` + entry + `)$`)
+	if err != nil {
+		return nil, fmt.Sprintf("not a regular expression Go can read (%v); list the outbox tables by name", err)
+	}
+	for _, t := range catalog {
+		if re.MatchString(t) {
+			tables = append(tables, t)
+		}
+	}
+	if len(tables) == 0 {
+		return nil, "a regular expression no table of --database-url matches; check the database, or list the outbox tables by name"
+	}
+	return tables, ""
+}
