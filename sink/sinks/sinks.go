@@ -99,14 +99,26 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis, sqs or pubsub", c.Kind)
 	}
-	if c.Kind != Kafka && c.Kafka.Format != (record.Format{}) {
+	if !c.TakesRecordFormat() && c.Kafka.Format != (record.Format{}) {
 		err = errors.Join(err, fmt.Errorf("key-converter, value-converter, their schemas-enable, tombstone-on-empty-payload, "+
-			"record-timestamp and record-headers shape Kafka records; leave them at their defaults with sink %s", c.Kind))
+			"record-timestamp and record-headers shape records, which sink %s does not take yet; leave them at their defaults", c.Kind))
 	}
 	if err != nil && c.Kind != Kafka {
 		return fmt.Errorf("%s sink: %w", c.Kind, err)
 	}
 	return err
+}
+
+// TakesRecordFormat reports whether the selected broker's messages follow the
+// record settings (Kafka.Format: converters, envelope, tombstones, header values);
+// the other brokers refuse them. Each broker's own Validate refuses the parts its
+// messages have no room for.
+func (c Config) TakesRecordFormat() bool {
+	switch c.Kind {
+	case Kafka, NATS:
+		return true
+	}
+	return false
 }
 
 func (c Config) kafka(w Window) kafka.Config {
@@ -120,6 +132,7 @@ func (c Config) kafka(w Window) kafka.Config {
 func (c Config) nats() nats.Config {
 	n := c.NATS
 	n.SubjectTemplate = c.TopicTemplate
+	n.Format = c.Kafka.Format
 	return n
 }
 
