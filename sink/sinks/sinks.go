@@ -115,7 +115,7 @@ func (c Config) Validate() error {
 // messages have no room for.
 func (c Config) TakesRecordFormat() bool {
 	switch c.Kind {
-	case Kafka, NATS:
+	case Kafka, NATS, Redis:
 		return true
 	}
 	return false
@@ -139,6 +139,7 @@ func (c Config) nats() nats.Config {
 func (c Config) redis(w Window) redis.Config {
 	r := c.Redis
 	r.StreamTemplate = c.TopicTemplate
+	r.Format = c.Kafka.Format
 	r.MaxBufferedEvents = max(r.MaxBufferedEvents, 2*w.Events+w.PollBatch+1000)
 	return r
 }

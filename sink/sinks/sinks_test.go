@@ -62,6 +62,9 @@ func TestRecordFormat(t *testing.T) {
 		{"nats debezium headers", sinks.NATS, func(f *record.Format) { f.IDHeaderOnly, f.TombstoneOnEmpty = true, true }, ""},
 		{"nats key json", sinks.NATS, func(f *record.Format) { f.KeyConverter = record.JSON }, "NATS messages have no key"},
 		{"nats event timestamp", sinks.NATS, func(f *record.Format) { f.EventTimestamp = true }, "JetStream stamps"},
+		{"redis value json", sinks.Redis, func(f *record.Format) { f.ValueConverter, f.IDHeaderOnly = record.JSON, true }, ""},
+		{"redis key json", sinks.Redis, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
+		{"redis event timestamp", sinks.Redis, func(f *record.Format) { f.EventTimestamp = true }, "record-timestamp"},
 		{"rabbitmq value json", sinks.RabbitMQ, func(f *record.Format) { f.ValueConverter = record.JSON }, "value-converter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
