@@ -86,7 +86,8 @@ func (c Config) Validate() error {
 		n := c.nats()
 		err = n.Validate()
 	case RabbitMQ:
-		err = c.RabbitMQ.Validate()
+		r := c.rabbitmq()
+		err = r.Validate()
 	case Redis:
 		r := c.redis(Window{})
 		err = r.Validate()
@@ -115,7 +116,7 @@ func (c Config) Validate() error {
 // messages have no room for.
 func (c Config) TakesRecordFormat() bool {
 	switch c.Kind {
-	case Kafka, NATS, Redis:
+	case Kafka, NATS, Redis, RabbitMQ:
 		return true
 	}
 	return false
@@ -134,6 +135,12 @@ func (c Config) nats() nats.Config {
 	n.SubjectTemplate = c.TopicTemplate
 	n.Format = c.Kafka.Format
 	return n
+}
+
+func (c Config) rabbitmq() rabbitmq.Config {
+	r := c.RabbitMQ
+	r.Format = c.Kafka.Format
+	return r
 }
 
 func (c Config) redis(w Window) redis.Config {
@@ -167,7 +174,7 @@ func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, r
 		case NATS:
 			return nats.New(c.nats())
 		case RabbitMQ:
-			return rabbitmq.New(c.RabbitMQ)
+			return rabbitmq.New(c.rabbitmq())
 		case Redis:
 			return redis.New(c.redis(w))
 		case SQS:

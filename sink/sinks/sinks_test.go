@@ -65,7 +65,9 @@ func TestRecordFormat(t *testing.T) {
 		{"redis value json", sinks.Redis, func(f *record.Format) { f.ValueConverter, f.IDHeaderOnly = record.JSON, true }, ""},
 		{"redis key json", sinks.Redis, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
 		{"redis event timestamp", sinks.Redis, func(f *record.Format) { f.EventTimestamp = true }, "record-timestamp"},
-		{"rabbitmq value json", sinks.RabbitMQ, func(f *record.Format) { f.ValueConverter = record.JSON }, "value-converter"},
+		{"rabbitmq value json", sinks.RabbitMQ, func(f *record.Format) { f.ValueConverter, f.EventTimestamp = record.JSON, true }, ""},
+		{"rabbitmq key json", sinks.RabbitMQ, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
+		{"sqs value json", sinks.SQS, func(f *record.Format) { f.ValueConverter = record.JSON }, "value-converter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := sinks.DefaultConfig()
