@@ -103,7 +103,7 @@ func newSettings() *settings {
 		{name: "column-headers", usage: "columns published as record headers, comma-separated column or column:header (e.g. tenant_id:tenant); NULL leaves the header out", kind: kindList,
 			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Headers) }},
 		{name: "column-envelope", usage: "columns placed in the record value beside the payload, comma-separated column or column:field " +
-			"(Debezium's col:envelope:alias): the value becomes {\"payload\":…,\"field\":…} with value-converter json, Struct{payload=…,field=…} with string (Kafka, NATS, RabbitMQ and Redis)", kind: kindList,
+			"(Debezium's col:envelope:alias): the value becomes {\"payload\":…,\"field\":…} with value-converter json, Struct{payload=…,field=…} with string (every sink but Pub/Sub)", kind: kindList,
 			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Envelope) }},
 		str("column-partition", "column whose value is the Kafka partition of the record (empty: none; NULL: the key hash decides)", &c.Columns.Partition),
 		str("column-trace", "trace context column (W3C traceparent or Debezium's tracingspancontext), read only where the table has it; empty: none", &c.Columns.Trace),
@@ -595,7 +595,7 @@ func (s *settings) checkSQS(cfg relay.Config) error {
 				errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
 			}
 		}
-		if err := sqs.CheckColumns(t.Columns); err != nil {
+		if err := sqs.CheckRecordColumns(s.sinks.Kafka.Format, t.Columns); err != nil {
 			errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
 		}
 	}

@@ -116,7 +116,7 @@ func (c Config) Validate() error {
 // messages have no room for.
 func (c Config) TakesRecordFormat() bool {
 	switch c.Kind {
-	case Kafka, NATS, Redis, RabbitMQ:
+	case Kafka, NATS, Redis, RabbitMQ, SQS:
 		return true
 	}
 	return false
@@ -154,6 +154,7 @@ func (c Config) redis(w Window) redis.Config {
 func (c Config) sqs() sqs.Config {
 	q := c.SQS
 	q.QueueTemplate = c.TopicTemplate
+	q.Format = c.Kafka.Format
 	return q
 }
 

@@ -67,7 +67,8 @@ func TestRecordFormat(t *testing.T) {
 		{"redis event timestamp", sinks.Redis, func(f *record.Format) { f.EventTimestamp = true }, "record-timestamp"},
 		{"rabbitmq value json", sinks.RabbitMQ, func(f *record.Format) { f.ValueConverter, f.EventTimestamp = record.JSON, true }, ""},
 		{"rabbitmq key json", sinks.RabbitMQ, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
-		{"sqs value json", sinks.SQS, func(f *record.Format) { f.ValueConverter = record.JSON }, "value-converter"},
+		{"sqs key json", sinks.SQS, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
+		{"pubsub value json", sinks.PubSub, func(f *record.Format) { f.ValueConverter = record.JSON }, "value-converter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := sinks.DefaultConfig()
