@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/backoff"
-	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
 	"github.com/walrelay/walrelay/sink/nats"
@@ -100,26 +99,10 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis, sqs or pubsub", c.Kind)
 	}
-	if !c.TakesRecordFormat() && c.Kafka.Format != (record.Format{}) {
-		err = errors.Join(err, fmt.Errorf("key-converter, value-converter, their schemas-enable, tombstone-on-empty-payload, "+
-			"record-timestamp and record-headers shape records, which sink %s does not take yet; leave them at their defaults", c.Kind))
-	}
 	if err != nil && c.Kind != Kafka {
 		return fmt.Errorf("%s sink: %w", c.Kind, err)
 	}
 	return err
-}
-
-// TakesRecordFormat reports whether the selected broker's messages follow the
-// record settings (Kafka.Format: converters, envelope, tombstones, header values);
-// the other brokers refuse them. Each broker's own Validate refuses the parts its
-// messages have no room for.
-func (c Config) TakesRecordFormat() bool {
-	switch c.Kind {
-	case Kafka, NATS, Redis, RabbitMQ, SQS:
-		return true
-	}
-	return false
 }
 
 func (c Config) kafka(w Window) kafka.Config {
@@ -161,6 +144,7 @@ func (c Config) sqs() sqs.Config {
 func (c Config) pubsub(log *slog.Logger) pubsub.Config {
 	p := c.PubSub
 	p.TopicTemplate = c.TopicTemplate
+	p.Format = c.Kafka.Format
 	p.Logger = log
 	return p
 }

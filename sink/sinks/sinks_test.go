@@ -47,9 +47,8 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The record settings reach the sinks whose messages follow package record, which
-// refuse the parts they have no room for; the other sinks refuse them all rather
-// than ignoring them.
+// The record settings reach every sink, whose messages follow package record; each
+// refuses, rather than ignores, the parts its messages have no room for.
 func TestRecordFormat(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -68,12 +67,15 @@ func TestRecordFormat(t *testing.T) {
 		{"rabbitmq value json", sinks.RabbitMQ, func(f *record.Format) { f.ValueConverter, f.EventTimestamp = record.JSON, true }, ""},
 		{"rabbitmq key json", sinks.RabbitMQ, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
 		{"sqs key json", sinks.SQS, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
-		{"pubsub value json", sinks.PubSub, func(f *record.Format) { f.ValueConverter = record.JSON }, "value-converter"},
+		{"pubsub value json", sinks.PubSub, func(f *record.Format) { f.ValueConverter, f.IDHeaderOnly = record.JSON, true }, ""},
+		{"pubsub key json", sinks.PubSub, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
+		{"pubsub event timestamp", sinks.PubSub, func(f *record.Format) { f.EventTimestamp = true }, "publishTime"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := sinks.DefaultConfig()
 			c.Kind = tc.kind
 			c.NATS.URL = "nats://127.0.0.1:4222"
+			c.PubSub.Project = "p"
 			tc.tweak(&c.Kafka.Format)
 			err := c.Validate()
 			switch {
