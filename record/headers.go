@@ -39,3 +39,21 @@ func (f *Format) Own(e *outbox.Event, created *[CreatedLen]byte) (hs [OwnHeaders
 	}
 	return hs, OwnHeaders
 }
+
+// EachHeader calls fn with every header of e's record in order: walrelay's own
+// (Own), then the event's placed ones (HeaderValue). A header with a null value
+// (a NULL column under Debezium's headers) comes with a nil value; a broker
+// without null header values writes it empty. For sinks whose messages take
+// headers one at a time; the values may share e's memory.
+func (f *Format) EachHeader(e *outbox.Event, fn func(key string, value []byte)) {
+	var created [CreatedLen]byte
+	own, n := f.Own(e, &created)
+	for _, h := range own[:n] {
+		fn(h.Key, h.Value)
+	}
+	for _, h := range e.Headers {
+		if v, ok := f.HeaderValue(h); ok {
+			fn(h.Key, v)
+		}
+	}
+}

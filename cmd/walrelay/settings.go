@@ -103,7 +103,7 @@ func newSettings() *settings {
 		{name: "column-headers", usage: "columns published as record headers, comma-separated column or column:header (e.g. tenant_id:tenant); NULL leaves the header out", kind: kindList,
 			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Headers) }},
 		{name: "column-envelope", usage: "columns placed in the record value beside the payload, comma-separated column or column:field " +
-			"(Debezium's col:envelope:alias): the value becomes {\"payload\":…,\"field\":…} with value-converter json, Struct{payload=…,field=…} with string (Kafka only)", kind: kindList,
+			"(Debezium's col:envelope:alias): the value becomes {\"payload\":…,\"field\":…} with value-converter json, Struct{payload=…,field=…} with string (every sink)", kind: kindList,
 			set: func(v string) error { return setHeaderColumns(v, &c.Columns.Envelope) }},
 		str("column-partition", "column whose value is the Kafka partition of the record (empty: none; NULL: the key hash decides)", &c.Columns.Partition),
 		str("column-trace", "trace context column (W3C traceparent or Debezium's tracingspancontext), read only where the table has it; empty: none", &c.Columns.Trace),
@@ -198,7 +198,7 @@ func newSettings() *settings {
 }
 
 // checkEnvelope refuses envelope columns where walrelay cannot write the router's
-// struct as Connect would: another sink than Kafka, the JSON converter with schemas
+// struct as Connect would: the JSON converter with schemas
 // (the struct's schema is named after the connector's topic prefix), the bytearray
 // converter (Connect's refuses a struct).
 func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
@@ -207,8 +207,6 @@ func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
 			continue
 		}
 		switch {
-		case sc.Kind != sinks.Kafka:
-			return fmt.Errorf("column-envelope (table %s) shapes Kafka record values; with --sink %s leave it empty", t.Table, sc.Kind)
 		case sc.Kafka.Format.ValueConverter == record.ByteArray:
 			return fmt.Errorf("column-envelope (table %s) needs value-converter json or string: a struct has no bytes of its own", t.Table)
 		case sc.Kafka.Format.ValueSchemas:
@@ -623,7 +621,7 @@ func (s *settings) checkSQS(cfg relay.Config) error {
 				errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
 			}
 		}
-		if err := sqs.CheckColumns(t.Columns); err != nil {
+		if err := sqs.CheckRecordColumns(s.sinks.Kafka.Format, t.Columns); err != nil {
 			errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -45,6 +46,12 @@ type Config struct {
 	// MaxPending bounds async publishes waiting for their PubAck; more events wait
 	// inside the sink (the relay's in-flight window bounds them), Publish never blocks.
 	MaxPending int
+	// Format is how an event becomes the message's data and headers (package
+	// record): the value converter, envelope fields, tombstones and header values.
+	// A tombstone is empty data with the header tombstone: true. NATS messages have
+	// no key and JetStream stamps each message as it stores it, so the key
+	// converter and the event timestamp are refused.
+	Format record.Format
 	// Opts are passed to nats.Connect after walrelay's own, so they win (TLS,
 	// credentials, tuning).
 	Opts []nats.Option
@@ -103,6 +110,15 @@ func (c *Config) Validate() error {
 	}
 	if d.MaxPending < 0 {
 		add("max pending must not be negative, got %d", d.MaxPending)
+	}
+	if d.Format.KeyConverter != record.String || d.Format.KeySchemas {
+		add("key-converter and key-converter-schemas-enable: NATS messages have no key (the aggregate id is the aggregate_id header); leave them at their defaults")
+	}
+	if d.Format.EventTimestamp {
+		add("record-timestamp created-at: JetStream stamps each message with the time it stores it; leave record-timestamp at publish")
+	}
+	if err := d.Format.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

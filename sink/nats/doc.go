@@ -4,12 +4,15 @@
 // standard: its storage and replicas).
 //
 // Messages: the subject comes from a template (default
-// "outbox.event.{aggregate_type}"), the data is the payload, and the headers are
-// Nats-Msg-Id (the event id, for the stream's duplicate detection) and, as in the
-// Kafka sink, id, event_type, aggregate_type, aggregate_id and created_at
-// (RFC 3339 with nanoseconds, UTC), then the headers taken from columns
-// (outbox.Event.Headers: placed columns, traceparent, tracestate). A NULL payload
-// is empty data with the header tombstone: true.
+// "outbox.event.{aggregate_type}"); the data and the headers are the record
+// package record makes of the event (Config.Format), the same as the Kafka sink's
+// value and headers. With the default format the data is the payload and the
+// headers are Nats-Msg-Id (the event id, for the stream's duplicate detection),
+// id, event_type, aggregate_type, aggregate_id and created_at (RFC 3339 with
+// nanoseconds, UTC), then the headers taken from columns (outbox.Event.Headers:
+// placed columns, traceparent, tracestate). A tombstone (a NULL payload by
+// default) is empty data with the header tombstone: true; a header with a null
+// value is an empty header.
 //
 // # Guarantees
 //

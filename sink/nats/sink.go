@@ -154,29 +154,21 @@ func New(cfg Config) (*Sink, error) {
 // Publish queues e for the sender; it never blocks on the broker. See sink.Sink.
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	subject := s.templates.Render(s.subject, e)
+	value, tombstone := s.cfg.Format.Value(e)
 	p := &pending{
 		seq: s.seq.Add(1),
 		msg: &nats.Msg{
 			Subject: subject,
-			Data:    e.Payload,
-			Header: nats.Header{
-				jetstream.MsgIDHeader: {e.ID},
-				"id":                  {e.ID},
-				"event_type":          {e.EventType},
-				"aggregate_type":      {e.AggregateType},
-				"aggregate_id":        {e.AggregateID},
-				"created_at":          {e.CreatedAt.UTC().Format(time.RFC3339Nano)},
-			},
+			Data:    value,
+			Header:  nats.Header{jetstream.MsgIDHeader: {e.ID}},
 		},
 		done: done,
 	}
-	for _, h := range e.Headers {
-		if h.Null {
-			continue // a NULL column: no header
-		}
-		p.msg.Header[h.Key] = append(p.msg.Header[h.Key], h.Value) // as given, not canonicalised: NATS headers are case-sensitive
-	}
-	if e.NullPayload {
+	s.cfg.Format.EachHeader(e, func(key string, v []byte) {
+		// As given, not canonicalised: NATS headers are case-sensitive.
+		p.msg.Header[key] = append(p.msg.Header[key], string(v))
+	})
+	if tombstone {
 		p.msg.Header["tombstone"] = []string{"true"}
 	}
 	if err := checkSubject(subject); err != nil {

@@ -11,6 +11,7 @@ import (
 	gpubsub "cloud.google.com/go/pubsub/v2"
 	"google.golang.org/api/option"
 
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -37,6 +38,13 @@ type Config struct {
 	// Publish are the client's batching settings. Message ordering is always on;
 	// flow control is the relay's in-flight window, so the client's is ignored.
 	Publish gpubsub.PublishSettings
+	// Format is how an event becomes the message's data and attributes (package
+	// record): the value converter, envelope fields, tombstones and header values.
+	// A tombstone is empty data with the attribute tombstone = true; a header with a
+	// null value is an empty attribute. The ordering key is the aggregate id and
+	// Pub/Sub stamps each message as it stores it, so the key converter and the
+	// event timestamp are refused.
+	Format record.Format
 	// Logger receives warnings while Pub/Sub is unavailable; nil means slog.Default().
 	Logger *slog.Logger
 	// Opts are passed to the client after walrelay's own, so they win.
@@ -105,6 +113,16 @@ func (c *Config) Validate() error {
 	}
 	if p.HedgingSettings != nil {
 		add("publish hedging cannot be used with ordering keys; leave HedgingSettings nil")
+	}
+	if c.Format.KeyConverter != record.String || c.Format.KeySchemas {
+		add("key-converter and key-converter-schemas-enable: a Pub/Sub message has no key (its ordering key is the aggregate id " +
+			"as it is, and the aggregate_id attribute); leave them at their defaults")
+	}
+	if c.Format.EventTimestamp {
+		add("record-timestamp created-at: Pub/Sub stamps each message with the time it stores it (publishTime); leave record-timestamp at publish")
+	}
+	if err := c.Format.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -7,11 +7,14 @@
 //
 // The topic (its ID in Config.Project) comes from a template, default
 // outbox.event.{aggregate_type}, the Kafka sink's topic names; topics must exist.
-// The data is the payload; the attributes are id (the outbox row's UUID),
+// The data and the attributes are the record package record makes of the event
+// (Config.Format), as the Kafka sink's value and headers. With the default format
+// the data is the payload; the attributes are id (the outbox row's UUID),
 // event_type, aggregate_type, aggregate_id and created_at (RFC 3339 with
 // nanoseconds, UTC), then the headers taken from columns (outbox.Event.Headers:
-// placed columns, traceparent, tracestate). A NULL payload is empty data with the
-// attribute tombstone=true. The ordering key is the aggregate id, the record key of
+// placed columns, traceparent, tracestate). A tombstone (a NULL payload by
+// default) is empty data with the attribute tombstone=true; a header with a null
+// value is an empty attribute. The ordering key is the aggregate id, the record key of
 // the other sinks; an empty aggregate id publishes without one, unordered.
 //
 // # Guarantees

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	gpubsub "cloud.google.com/go/pubsub/v2"
@@ -12,29 +11,23 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
 )
 
-// message builds the Pub/Sub message of e, as the other sinks build their records:
-// the payload is the data; the attributes are id, event_type, aggregate_type,
-// aggregate_id and created_at (RFC 3339 with nanoseconds, UTC), then the headers
-// taken from columns, then tombstone=true for a NULL payload (empty data); the
-// ordering key is the record key, the aggregate id.
-func message(e *outbox.Event) *gpubsub.Message {
-	attrs := make(map[string]string, 6+len(e.Headers))
-	attrs["id"] = e.ID
-	attrs["event_type"] = e.EventType
-	attrs["aggregate_type"] = e.AggregateType
-	attrs["aggregate_id"] = e.AggregateID
-	attrs["created_at"] = e.CreatedAt.UTC().Format(time.RFC3339Nano)
-	for _, h := range e.Headers {
-		if !h.Null { // a NULL column: no attribute
-			attrs[h.Key] = h.Value
-		}
-	}
-	if e.NullPayload {
+// message builds the Pub/Sub message of e from the record package record makes of
+// it as f says, as the other sinks build theirs: the record value is the data; the
+// attributes are its headers (with the default format id, event_type,
+// aggregate_type, aggregate_id and created_at, RFC 3339 with nanoseconds, UTC),
+// then the headers taken from columns (a null value as an empty one), then
+// tombstone=true for a tombstone (empty data); the ordering key is the aggregate id.
+func message(f *record.Format, e *outbox.Event) *gpubsub.Message {
+	value, tombstone := f.Value(e)
+	attrs := make(map[string]string, record.OwnHeaders+1+len(e.Headers))
+	f.EachHeader(e, func(key string, v []byte) { attrs[key] = string(v) })
+	if tombstone {
 		attrs["tombstone"] = "true"
 	}
-	return &gpubsub.Message{Data: e.Payload, Attributes: attrs, OrderingKey: e.AggregateID}
+	return &gpubsub.Message{Data: value, Attributes: attrs, OrderingKey: e.AggregateID}
 }
 
 // Pub/Sub's resource limits on a published message.

@@ -121,7 +121,7 @@ func publishRetry() gax.CallOption {
 // client when the key's rule allows (order.go); it never blocks on the service.
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	topic := s.templates.Render(s.topic, e)
-	p := &pending{ev: e, done: done, topic: topic, msg: message(e)}
+	p := &pending{ev: e, done: done, topic: topic, msg: message(&s.cfg.Format, e)}
 	if err := check(topic, p.msg); err != nil {
 		p.refused = fmt.Errorf("event %s (aggregate_type %q, event_type %q): %w", e.ID, e.AggregateType, e.EventType, err)
 	}

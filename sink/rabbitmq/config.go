@@ -9,6 +9,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -49,6 +50,13 @@ type Config struct {
 	// (with jitter). 0: 200ms and 10s.
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
+	// Format is how an event becomes the message's body and headers (package
+	// record): the value converter, envelope fields, tombstones and header values.
+	// A tombstone is an empty body with the header tombstone = true; a header with
+	// a null value is AMQP's void. The timestamp property is created_at whatever
+	// Format.EventTimestamp says (AMQP's is the message's own time, in seconds). A
+	// message has no key, so the key converter is refused.
+	Format record.Format
 	// Logger receives connection loss and recovery; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -115,6 +123,13 @@ func (c *Config) Validate() error {
 	}
 	if d.ReconnectMax < d.ReconnectMin {
 		add("reconnect max (%s) must not be shorter than reconnect min (%s)", d.ReconnectMax, d.ReconnectMin)
+	}
+	if c.Format.KeyConverter != record.String || c.Format.KeySchemas {
+		add("key-converter and key-converter-schemas-enable: an AMQP message has no key (the aggregate id is the aggregate_id header, " +
+			"the routing key comes from the routing key template); leave them at their defaults")
+	}
+	if err := c.Format.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -9,10 +9,13 @@
 // otherwise it checks once per connection that the exchange exists. A message
 // carries message_id = the event id, type = event_type, timestamp = created_at
 // (whole seconds, as AMQP has it), content_type application/json, delivery mode 2
-// (persistent), the headers aggregate_type, aggregate_id, event_type and
-// created_at (RFC 3339, nanoseconds), then the headers taken from columns
-// (outbox.Event.Headers: placed columns, traceparent, tracestate), and the payload
-// as its body. A NULL payload is an empty body with the header tombstone = true.
+// (persistent), and the body and headers of the record package record makes of
+// the event (Config.Format), as strings: with the default format the headers
+// event_type, aggregate_type, aggregate_id and created_at (RFC 3339, nanoseconds;
+// the id is message_id), then the headers taken from columns (outbox.Event.Headers:
+// placed columns, traceparent, tracestate), and the payload as its body. A
+// tombstone (a NULL payload by default) is an empty body with the header tombstone
+// = true; a header with a null value is AMQP's void.
 //
 // # Guarantees
 //

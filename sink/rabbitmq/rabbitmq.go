@@ -15,6 +15,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -95,6 +96,26 @@ func New(cfg Config) (*Sink, error) {
 	return s, nil
 }
 
+// headers is the headers table of e's message: the record's headers (package
+// record) as strings, a null value as AMQP's void. With walrelay's own headers the
+// id is the message_id property alone, as it always was; Debezium's (IDHeaderOnly)
+// keep it as the id header their consumers read.
+func (s *Sink) headers(e *outbox.Event) amqp.Table {
+	f := &s.cfg.Format
+	t := make(amqp.Table, record.OwnHeaders+len(e.Headers)+1)
+	f.EachHeader(e, func(key string, v []byte) {
+		if key == "id" && !f.IDHeaderOnly {
+			return
+		}
+		if v == nil {
+			t[key] = nil
+			return
+		}
+		t[key] = string(v)
+	})
+	return t
+}
+
 // Publish queues e and returns; see sink.Sink. It never waits for the broker:
 // events beyond MaxPending unconfirmed publishes wait in the sink. While the broker
 // is unreachable, events queue up to MaxPending in all; beyond that Publish fails
@@ -105,26 +126,17 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 		s.failSoon(m, &sink.EventError{Err: err})
 		return
 	}
+	value, tombstone := s.cfg.Format.Value(e)
 	m.pub = amqp.Publishing{
-		Headers: amqp.Table{
-			"aggregate_type": e.AggregateType,
-			"aggregate_id":   e.AggregateID,
-			"event_type":     e.EventType,
-			"created_at":     e.CreatedAt.UTC().Format(time.RFC3339Nano),
-		},
+		Headers:      s.headers(e),
 		ContentType:  "application/json",
 		DeliveryMode: amqp.Persistent,
 		MessageId:    e.ID,
 		Timestamp:    e.CreatedAt,
 		Type:         e.EventType,
-		Body:         e.Payload,
+		Body:         value,
 	}
-	for _, h := range e.Headers {
-		if !h.Null { // a NULL column: no header
-			m.pub.Headers[h.Key] = h.Value
-		}
-	}
-	if e.NullPayload {
+	if tombstone {
 		m.pub.Headers["tombstone"] = true
 	}
 	s.mu.Lock()

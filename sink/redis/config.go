@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -42,6 +43,12 @@ type Config struct {
 	// it is reached. Keep it above the relay's MaxInFlightEvents (twice that covers a
 	// restarted session while the old one's events are still queued).
 	MaxBufferedEvents int
+	// Format is how an event becomes the entry's fields (package record): the value
+	// converter's value as payload, envelope fields, tombstones and header values.
+	// A tombstone is an empty payload field and the field tombstone = true. An entry
+	// has no key and Redis names it by the time it appends it, so the key converter
+	// and the event timestamp are refused.
+	Format record.Format
 	// Logger receives warnings while Redis is unavailable; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -85,6 +92,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBufferedEvents <= 0 {
 		add("max buffered events must be positive, got %d", c.MaxBufferedEvents)
+	}
+	if c.Format.KeyConverter != record.String || c.Format.KeySchemas {
+		add("key-converter and key-converter-schemas-enable: a Redis stream entry has no key (the aggregate id is the aggregate_id field); leave them at their defaults")
+	}
+	if c.Format.EventTimestamp {
+		add("record-timestamp created-at: Redis names each entry by the time it appends it; leave record-timestamp at publish")
+	}
+	if err := c.Format.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

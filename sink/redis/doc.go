@@ -4,13 +4,16 @@
 // # Entries
 //
 // The stream comes from a template (default outbox.event.{aggregate_type}, the
-// Kafka sink's topic names). Each entry has the fields id (the outbox row's UUID),
-// event_type, aggregate_type, aggregate_id, created_at (RFC 3339 with nanoseconds,
-// UTC) and payload (the JSON bytes), then the headers taken from columns
+// Kafka sink's topic names). The fields are the record package record makes of
+// the event (Config.Format), in the Kafka sink's header order with the value
+// between: with the default format id (the outbox row's UUID), event_type,
+// aggregate_type, aggregate_id, created_at (RFC 3339 with nanoseconds, UTC) and
+// payload (the payload's bytes), then the headers taken from columns
 // (outbox.Event.Headers: placed columns, traceparent, tracestate) as fields of their
-// own. A NULL payload is an empty payload field and the field tombstone = true. With Config.MaxLen the stream is trimmed on
-// write (XADD MAXLEN ~), so it holds at least MaxLen entries and a little more at
-// times.
+// own. A tombstone (a NULL payload by default) is an empty payload field and the
+// field tombstone = true; a header with a null value is an empty field. With
+// Config.MaxLen the stream is trimmed on write (XADD MAXLEN ~), so it holds at least
+// MaxLen entries and a little more at times.
 //
 // # Guarantees
 //

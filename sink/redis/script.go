@@ -11,16 +11,17 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
 )
 
 // duplicate is the script's reply for an event whose id the stream already got
 // within the dedup window. Entry ids look like 1700000000000-0, so it cannot clash.
 const duplicate = "duplicate"
 
-// argsPerEvent are the ARGV values of one event after the two leading ones, without
-// its extra fields: id, event_type, aggregate_type, aggregate_id, created_at,
-// payload, then the number of extra fields, which follow as name, value pairs.
-const argsPerEvent = 7
+// argsPerEvent is room for the ARGV values of one event after the two leading
+// ones: the number of its fields, then each field as a name, value pair (walrelay's
+// own headers and the payload; the headers from columns and tombstone come on top).
+const argsPerEvent = 1 + 2*(record.OwnHeaders+1)
 
 // appendScript writes a batch in one atomic script call. Per event it claims the
 // dedup key (SET NX PX) and appends the entry; both happen in the same script, so
@@ -36,10 +37,9 @@ local window = tonumber(ARGV[1])
 local trim = tonumber(ARGV[2]) > 0
 local out = {}
 local a = 2
-local names = {'id', 'event_type', 'aggregate_type', 'aggregate_id', 'created_at', 'payload'}
 for i = 1, #KEYS / 2 do
   local stream, dedup = KEYS[2 * i - 1], KEYS[2 * i]
-  local extra = tonumber(ARGV[a + 7])
+  local fields = tonumber(ARGV[a + 1])
   local args
   if trim then
     args = {stream, 'MAXLEN', '~', ARGV[2], '*'}
@@ -47,15 +47,10 @@ for i = 1, #KEYS / 2 do
     args = {stream, '*'}
   end
   local n = #args
-  for k = 1, 6 do
-    args[n + 2 * k - 1] = names[k]
-    args[n + 2 * k] = ARGV[a + k]
+  for k = 1, 2 * fields do
+    args[n + k] = ARGV[a + 1 + k]
   end
-  n = n + 12
-  for k = 1, 2 * extra do
-    args[n + k] = ARGV[a + 7 + k]
-  end
-  a = a + 7 + 2 * extra
+  a = a + 1 + 2 * fields
   local fresh = true
   if window > 0 then
     local set = redis.pcall('SET', dedup, '1', 'NX', 'PX', ARGV[1])
@@ -109,9 +104,7 @@ func (s *Sink) exec(ctx context.Context, items []*item) ([]any, error) {
 	for _, it := range items {
 		e := it.ev
 		keys = append(keys, it.stream, dedupKey(it.stream, e.ID))
-		args = append(args, e.ID, e.EventType, e.AggregateType, e.AggregateID,
-			e.CreatedAt.UTC().Format(time.RFC3339Nano), payloadArg(e))
-		args = appendExtraFields(args, e)
+		args = s.appendFields(args, e)
 	}
 	reply, err := appendScript.Run(ctx, s.client, keys, args...).Result()
 	if err != nil {
@@ -138,35 +131,38 @@ func (s *Sink) exec(ctx context.Context, items []*item) ([]any, error) {
 
 func windowArg(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-// payloadArg is the payload field's value: a NULL payload is an empty one, marked by
-// the tombstone field.
-func payloadArg(e *outbox.Event) any {
-	if e.Payload == nil {
-		return ""
+// appendFields appends the count of e's entry fields and their name, value pairs,
+// as package record makes them: walrelay's own headers (record.Format.Own), payload
+// (the record value; empty for a tombstone), the headers taken from columns (a null
+// value as an empty field), then tombstone = true for a tombstone.
+func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
+	f := &s.cfg.Format
+	var created [record.CreatedLen]byte
+	own, n := f.Own(e, &created)
+	value, tombstone := f.Value(e)
+	count := len(args)
+	args = append(args, 0)
+	for _, h := range own[:n] {
+		args = append(args, h.Key, string(h.Value))
 	}
-	return e.Payload
-}
-
-// appendExtraFields appends the count of e's extra fields and their name, value
-// pairs: the headers taken from columns, then tombstone for a NULL payload.
-func appendExtraFields(args []any, e *outbox.Event) []any {
-	n := 0
+	args = append(args, "payload", bulk(value))
 	for _, h := range e.Headers {
-		if !h.Null {
-			n++
+		if v, ok := f.HeaderValue(h); ok {
+			args = append(args, h.Key, bulk(v))
 		}
 	}
-	if e.NullPayload {
-		n++
-	}
-	args = append(args, n)
-	for _, h := range e.Headers {
-		if !h.Null { // a NULL column: no field
-			args = append(args, h.Key, h.Value)
-		}
-	}
-	if e.NullPayload {
+	if tombstone {
 		args = append(args, "tombstone", "true")
 	}
+	args[count] = (len(args) - count - 1) / 2
 	return args
+}
+
+// bulk is b as a script argument; a nil (a tombstone, a null header value) is an
+// empty string, which go-redis writes for certain.
+func bulk(b []byte) any {
+	if b == nil {
+		return ""
+	}
+	return b
 }

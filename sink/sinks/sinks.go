@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/backoff"
-	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
 	"github.com/walrelay/walrelay/sink/nats"
@@ -86,7 +85,8 @@ func (c Config) Validate() error {
 		n := c.nats()
 		err = n.Validate()
 	case RabbitMQ:
-		err = c.RabbitMQ.Validate()
+		r := c.rabbitmq()
+		err = r.Validate()
 	case Redis:
 		r := c.redis(Window{})
 		err = r.Validate()
@@ -98,10 +98,6 @@ func (c Config) Validate() error {
 		err = p.Validate()
 	default:
 		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis, sqs or pubsub", c.Kind)
-	}
-	if c.Kind != Kafka && c.Kafka.Format != (record.Format{}) {
-		err = errors.Join(err, fmt.Errorf("key-converter, value-converter, their schemas-enable, tombstone-on-empty-payload, expand-json-payload, "+
-			"record-timestamp and record-headers shape Kafka records; leave them at their defaults with sink %s", c.Kind))
 	}
 	if err != nil && c.Kind != Kafka {
 		return fmt.Errorf("%s sink: %w", c.Kind, err)
@@ -120,12 +116,20 @@ func (c Config) kafka(w Window) kafka.Config {
 func (c Config) nats() nats.Config {
 	n := c.NATS
 	n.SubjectTemplate = c.TopicTemplate
+	n.Format = c.Kafka.Format
 	return n
+}
+
+func (c Config) rabbitmq() rabbitmq.Config {
+	r := c.RabbitMQ
+	r.Format = c.Kafka.Format
+	return r
 }
 
 func (c Config) redis(w Window) redis.Config {
 	r := c.Redis
 	r.StreamTemplate = c.TopicTemplate
+	r.Format = c.Kafka.Format
 	r.MaxBufferedEvents = max(r.MaxBufferedEvents, 2*w.Events+w.PollBatch+1000)
 	return r
 }
@@ -133,12 +137,14 @@ func (c Config) redis(w Window) redis.Config {
 func (c Config) sqs() sqs.Config {
 	q := c.SQS
 	q.QueueTemplate = c.TopicTemplate
+	q.Format = c.Kafka.Format
 	return q
 }
 
 func (c Config) pubsub(log *slog.Logger) pubsub.Config {
 	p := c.PubSub
 	p.TopicTemplate = c.TopicTemplate
+	p.Format = c.Kafka.Format
 	p.Logger = log
 	return p
 }
@@ -153,7 +159,7 @@ func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, r
 		case NATS:
 			return nats.New(c.nats())
 		case RabbitMQ:
-			return rabbitmq.New(c.RabbitMQ)
+			return rabbitmq.New(c.rabbitmq())
 		case Redis:
 			return redis.New(c.redis(w))
 		case SQS:

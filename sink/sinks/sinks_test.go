@@ -47,18 +47,43 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// Converters and the other record settings shape Kafka records; another sink
-// refuses them rather than ignoring them.
-func TestRecordFormatIsKafkas(t *testing.T) {
-	c := sinks.DefaultConfig()
-	c.Kind = sinks.NATS
-	c.NATS.URL = "nats://127.0.0.1:4222"
-	c.NATS.Stream = "outbox"
-	if err := c.Validate(); err != nil {
-		t.Fatalf("nats with the default record format: %v", err)
-	}
-	c.Kafka.Format.ValueConverter = record.JSON
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "value-converter") {
-		t.Fatalf("nats with value-converter json: %v, want a refusal naming it", err)
+// The record settings reach every sink, whose messages follow package record; each
+// refuses, rather than ignores, the parts its messages have no room for.
+func TestRecordFormat(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kind  sinks.Kind
+		tweak func(*record.Format)
+		want  string // substring of the error; "" means valid
+	}{
+		{"nats default", sinks.NATS, func(*record.Format) {}, ""},
+		{"nats value json", sinks.NATS, func(f *record.Format) { f.ValueConverter, f.ValueSchemas = record.JSON, true }, ""},
+		{"nats debezium headers", sinks.NATS, func(f *record.Format) { f.IDHeaderOnly, f.TombstoneOnEmpty = true, true }, ""},
+		{"nats key json", sinks.NATS, func(f *record.Format) { f.KeyConverter = record.JSON }, "NATS messages have no key"},
+		{"nats event timestamp", sinks.NATS, func(f *record.Format) { f.EventTimestamp = true }, "JetStream stamps"},
+		{"redis value json", sinks.Redis, func(f *record.Format) { f.ValueConverter, f.IDHeaderOnly = record.JSON, true }, ""},
+		{"redis key json", sinks.Redis, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
+		{"redis event timestamp", sinks.Redis, func(f *record.Format) { f.EventTimestamp = true }, "record-timestamp"},
+		{"rabbitmq value json", sinks.RabbitMQ, func(f *record.Format) { f.ValueConverter, f.EventTimestamp = record.JSON, true }, ""},
+		{"rabbitmq key json", sinks.RabbitMQ, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
+		{"sqs key json", sinks.SQS, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
+		{"pubsub value json", sinks.PubSub, func(f *record.Format) { f.ValueConverter, f.IDHeaderOnly = record.JSON, true }, ""},
+		{"pubsub key json", sinks.PubSub, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
+		{"pubsub event timestamp", sinks.PubSub, func(f *record.Format) { f.EventTimestamp = true }, "publishTime"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := sinks.DefaultConfig()
+			c.Kind = tc.kind
+			c.NATS.URL = "nats://127.0.0.1:4222"
+			c.PubSub.Project = "p"
+			tc.tweak(&c.Kafka.Format)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want valid, got %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -51,6 +52,13 @@ type Config struct {
 	Linger time.Duration
 	// MaxRequestBytes bounds the messages of one request (see DefaultMaxRequestBytes).
 	MaxRequestBytes int
+	// Format is how an event becomes the message's body and attributes (package
+	// record): the value converter, envelope fields, tombstones and header values.
+	// A tombstone is the body "null" with the attribute tombstone = true; a header
+	// with an empty or null value has no attribute (SQS refuses an empty one). A
+	// message has no key and SQS stamps it as it receives it, so the key converter
+	// and the event timestamp are refused.
+	Format record.Format
 	// Logger receives warnings while SQS is unavailable; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -86,6 +94,16 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestBytes < 1024 {
 		add("max request bytes must be at least 1024, got %d", c.MaxRequestBytes)
+	}
+	if c.Format.KeyConverter != record.String || c.Format.KeySchemas {
+		add("key-converter and key-converter-schemas-enable: an SQS message has no key (the aggregate id is the aggregate_id attribute " +
+			"and a FIFO queue's message group); leave them at their defaults")
+	}
+	if c.Format.EventTimestamp {
+		add("record-timestamp created-at: SQS stamps each message with the time it receives it (SentTimestamp); leave record-timestamp at publish")
+	}
+	if err := c.Format.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -129,11 +147,23 @@ func checkQueueName(name string) error {
 const fifoSuffix = ".fifo"
 
 // CheckColumns checks, before streaming, that the headers an outbox table can give
-// its events fit SQS's 10 message attributes with the sink's own: the five every
-// message has, tombstone, traceparent and tracestate when the table has a trace
-// column, then the header columns.
-func CheckColumns(cols outbox.Columns) error {
-	n := len(ownAttributes) + 1 + len(cols.Headers)
+// its events fit SQS's 10 message attributes with walrelay's own headers; see
+// CheckRecordColumns.
+func CheckColumns(cols outbox.Columns) error { return CheckRecordColumns(record.Format{}, cols) }
+
+// CheckRecordColumns checks, before streaming, that the headers an outbox table can
+// give its events under f fit SQS's 10 message attributes with the sink's own: the
+// record's own headers (five with walrelay's, the id alone with Debezium's),
+// tombstone, traceparent and tracestate when the table has a trace column, then the
+// header columns.
+func CheckRecordColumns(f record.Format, cols outbox.Columns) error {
+	var created [record.CreatedLen]byte
+	own, nOwn := f.Own(&outbox.Event{EventType: "x"}, &created)
+	names := make([]string, nOwn)
+	for i, h := range own[:nOwn] {
+		names[i] = h.Key
+	}
+	n := nOwn + 1 + len(cols.Headers)
 	trace := ""
 	if cols.Trace != "" {
 		n += 2
@@ -144,5 +174,5 @@ func CheckColumns(cols outbox.Columns) error {
 	}
 	return fmt.Errorf("sqs allows %d message attributes per message and the headers of these columns can need %d: "+
 		"walrelay's own %s, tombstone%s, and %d from column-headers; place at most %d columns as headers",
-		maxAttributes, n, strings.Join(ownAttributes[:], ", "), trace, len(cols.Headers), len(cols.Headers)-(n-maxAttributes))
+		maxAttributes, n, strings.Join(names, ", "), trace, len(cols.Headers), len(cols.Headers)-(n-maxAttributes))
 }

@@ -7,16 +7,20 @@
 // The queue comes from a template (default outbox-{aggregate_type}.fifo; SQS queue
 // names allow letters, digits, '-' and '_', and a FIFO queue's name ends in .fifo).
 // Queues are looked up once (GetQueueUrl, and GetQueueAttributes for the queue's
-// MaximumMessageSize) and kept; they are never created. The body is the payload; a
-// NULL payload is the body "null" with the attribute tombstone = true (SQS refuses
-// an empty body). The message attributes, all of type String, are id, event_type,
-// aggregate_type, aggregate_id, created_at (RFC 3339 with nanoseconds, UTC),
-// tombstone, then the headers taken from columns (outbox.Event.Headers: placed
-// columns, traceparent, tracestate) in their order. SQS allows 10 attributes per
-// message: walrelay's own five identify the event (the id is what consumers
-// deduplicate on), tombstone changes what the body means, so they come first and
-// leave five for the event's headers (CheckColumns refuses a table whose headers
-// could need more, before streaming). An empty value is left out: SQS refuses it.
+// MaximumMessageSize) and kept; they are never created. The body and the
+// attributes are the record package record makes of the event (Config.Format), as
+// the Kafka sink's value and headers. With the default format the body is the
+// payload; a tombstone (a NULL payload by default) is the body "null" with the
+// attribute tombstone = true (SQS refuses an empty body). The message attributes,
+// all of type String, are id, event_type, aggregate_type, aggregate_id, created_at
+// (RFC 3339 with nanoseconds, UTC), tombstone, then the headers taken from columns
+// (outbox.Event.Headers: placed columns, traceparent, tracestate) in their order.
+// SQS allows 10 attributes per message: walrelay's own five identify the event (the
+// id is what consumers deduplicate on; Debezium's headers keep the id alone),
+// tombstone changes what the body means, so they come first and leave five for the
+// event's headers (CheckRecordColumns refuses a table whose headers could need
+// more, before streaming). An empty value, a null one included, is left out: SQS
+// refuses it.
 //
 // On a FIFO queue MessageGroupId is the aggregate id, so SQS keeps each aggregate's
 // order, and MessageDeduplicationId is the event id, so SQS drops a repeat sent

@@ -6,20 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
 )
 
 // maxAttributes is SQS's limit of message attributes per message.
 const maxAttributes = 10
-
-// ownAttributes are the attributes every message carries, first.
-var ownAttributes = [...]string{"id", "event_type", "aggregate_type", "aggregate_id", "created_at"}
 
 // stringType is every attribute's DataType.
 const stringType = "String"
@@ -30,49 +27,60 @@ const nullBody = "null"
 // errMessage: SQS would refuse the message for what it is.
 var errMessage = errors.New("sqs cannot carry this event")
 
-// message is how an event becomes an SQS message: the payload as the body, the
-// attributes id, event_type, aggregate_type, aggregate_id, created_at, tombstone
-// for a NULL payload (the body is then "null"), then the event's headers in their
-// order, all of type String; an empty value is left out (SQS refuses it). On a FIFO
-// queue the group is the aggregate id and the deduplication id the event id. It
-// returns the entry (its Id is the request's to set), its size as SQS counts it
-// (the body and each attribute's name, type and value), or why SQS would refuse it.
+// message is the SQS message of e as walrelay's own record (the zero
+// record.Format); see recordMessage.
 func message(e *outbox.Event, fifo bool) (types.SendMessageBatchRequestEntry, int, error) {
+	return recordMessage(&record.Format{}, e, fifo)
+}
+
+// recordMessage is how an event becomes an SQS message: the record package record
+// makes of it as f says. Its value is the body, and the attributes are its headers
+// (with the default format id, event_type, aggregate_type, aggregate_id,
+// created_at), tombstone for a tombstone (the body is then "null"), then the
+// event's headers in their order, all of type String; an empty value, a null one
+// included, is left out (SQS refuses it). On a FIFO queue the group is the
+// aggregate id and the deduplication id the event id. It returns the entry (its Id
+// is the request's to set), its size as SQS counts it (the body and each
+// attribute's name, type and value), or why SQS would refuse it.
+func recordMessage(f *record.Format, e *outbox.Event, fifo bool) (types.SendMessageBatchRequestEntry, int, error) {
 	var entry types.SendMessageBatchRequestEntry
-	body := string(e.Payload)
+	value, tombstone := f.Value(e)
+	body := string(value)
 	switch {
-	case e.NullPayload:
+	case tombstone:
 		body = nullBody
 	case body == "":
 		return entry, 0, fmt.Errorf("%w: the payload is empty and an SQS message body must not be", errMessage)
 	case !validBody(body):
 		return entry, 0, fmt.Errorf("%w: the payload holds characters an SQS body cannot (invalid UTF-8 or control characters); SQS bodies are text", errMessage)
 	}
-	attrs := make(map[string]types.MessageAttributeValue, len(ownAttributes)+1+len(e.Headers))
+	attrs := make(map[string]types.MessageAttributeValue, record.OwnHeaders+1+len(e.Headers))
 	size := len(body)
-	add := func(name, value string) {
-		if value == "" {
+	add := func(name string, value []byte) {
+		if len(value) == 0 {
 			return
 		}
-		attrs[name] = types.MessageAttributeValue{DataType: aws.String(stringType), StringValue: aws.String(value)}
-		size += len(name) + len(stringType) + len(value)
+		v := string(value)
+		attrs[name] = types.MessageAttributeValue{DataType: aws.String(stringType), StringValue: &v}
+		size += len(name) + len(stringType) + len(v)
 	}
-	add("id", e.ID)
-	add("event_type", e.EventType)
-	add("aggregate_type", e.AggregateType)
-	add("aggregate_id", e.AggregateID)
-	add("created_at", e.CreatedAt.UTC().Format(time.RFC3339Nano))
-	if e.NullPayload {
-		add("tombstone", "true")
+	var created [record.CreatedLen]byte
+	own, n := f.Own(e, &created)
+	for _, h := range own[:n] {
+		add(h.Key, h.Value)
+	}
+	if tombstone {
+		add("tombstone", []byte("true"))
 	}
 	for _, h := range e.Headers {
-		if h.Null {
-			continue // a NULL column: no attribute
+		v, ok := f.HeaderValue(h)
+		if !ok {
+			continue // a NULL column under walrelay's headers: no attribute
 		}
 		if err := checkAttributeName(h.Key); err != nil {
 			return entry, 0, err
 		}
-		add(h.Key, h.Value)
+		add(h.Key, v)
 	}
 	if len(attrs) > maxAttributes {
 		return entry, 0, fmt.Errorf("%w: it has %d message attributes and SQS allows %d; place fewer columns as headers (column-headers)",

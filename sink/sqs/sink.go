@@ -127,7 +127,7 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	nameErr := checkQueueName(name)
 	fifo := strings.HasSuffix(name, fifoSuffix)
 	if nameErr == nil {
-		it.entry, it.size, it.err = message(e, fifo)
+		it.entry, it.size, it.err = recordMessage(&s.cfg.Format, e, fifo)
 	}
 	s.mu.Lock()
 	s.mu.outstanding.Add(1)
