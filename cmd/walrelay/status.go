@@ -81,7 +81,7 @@ func statusCommand() *cobra.Command {
 			return nil
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url", "database-auth", "slot", "publication", "mode", "on-publish", "metrics-addr",
+	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth", "slot", "publication", "mode", "on-publish", "metrics-addr",
 		"admin-url"}, tableSettings...)...)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (the same checks, with ok and exit_code)")
 	cmd.Flags().Int64Var(&limits.MaxDeadLetters, "max-dead-letters", 0, "more dead letters than this is a problem")
