@@ -83,6 +83,14 @@ func TestStatusAndDLQOnStandby(t *testing.T) {
 			last_error = 'broker said no' WHERE id = $1`, ev.ID); err != nil {
 		t.Fatal(err)
 	}
+	// The standby has the dead letter too: only where dlq writes tells the two apart.
+	if !poll(time.Minute, func() bool {
+		var replayed bool
+		err := onStandby.QueryRow(ctx, "SELECT dead_lettered_at IS NOT NULL FROM outbox_events WHERE id = $1", ev.ID).Scan(&replayed)
+		return err == nil && replayed
+	}) {
+		t.Fatal("the standby did not replay the dead letter within a minute")
+	}
 	if res := run(t, 30*time.Second, env, "dlq", "list"); res.code != 0 || !strings.Contains(res.stdout, ev.ID) {
 		t.Fatalf("dlq list on the standby setup: exit %d, want the dead letter %s listed\n%s%s", res.code, ev.ID, res.stdout, res.stderr)
 	}
