@@ -35,8 +35,8 @@ func standbyBinaries(t *testing.T) string {
 }
 
 // With the slot on a hot standby, status reads the slot there and the outbox rows on
-// the primary, and dlq writes to the primary: the standby is read-only and its copy of
-// the rows lags.
+// the primary, dlq writes to the primary and replay reads there: the standby is
+// read-only and its copy of the rows lags.
 func TestStatusAndDLQOnStandby(t *testing.T) {
 	t.Parallel()
 	testenv.Database(t) // skips (or fails under CI) like every test when PostgreSQL is missing
@@ -100,5 +100,19 @@ func TestStatusAndDLQOnStandby(t *testing.T) {
 	var dead bool
 	if err := onPrimary.QueryRow(ctx, "SELECT dead_lettered_at IS NOT NULL FROM outbox_events WHERE id = $1", ev.ID).Scan(&dead); err != nil || dead {
 		t.Fatalf("after dlq retry the row on the primary is still a dead letter (%v, %v)", dead, err)
+	}
+
+	// replay reads the primary's rows: one the paused standby has not replayed is
+	// found.
+	if _, err := onStandby.Exec(ctx, "SELECT pg_wal_replay_pause()"); err != nil {
+		t.Fatal(err)
+	}
+	late := testenv.WriteTx(t, onPrimary, []string{"sb"}, "late", 1, false)[0]
+	res := run(t, 30*time.Second, env, "replay", "--dry-run", "--id", late.ID)
+	if _, err := onStandby.Exec(ctx, "SELECT pg_wal_replay_resume()"); err != nil {
+		t.Fatal(err)
+	}
+	if res.code != 0 || !strings.Contains(res.stdout, "would replay 1 event(s)") {
+		t.Fatalf("replay --dry-run of a row only the primary has yet: exit %d, want 1 event\n%s%s", res.code, res.stdout, res.stderr)
 	}
 }
