@@ -8,17 +8,19 @@ import (
 )
 
 // BooksURL is where the commands beside a relay (status, dlq, replay) find the outbox
-// rows and walrelay's records: --primary-url while --database-url is a hot standby,
-// --database-url otherwise, also once that standby was promoted. It decides as the
+// rows and walrelay's records: --primary-url (or the read-write server of a multi-host
+// --database-url) while --database-url is a hot standby, --database-url otherwise,
+// also once that standby was promoted. It decides as the
 // relay does (docs/postgresql.md, "Decoding on a standby"), so both read and write
 // the same place.
 func BooksURL(ctx context.Context, cfg Config) (string, error) {
-	if cfg.PrimaryURL == "" {
+	primary := cfg.primaryURL()
+	if primary == "" {
 		return cfg.DatabaseURL, nil
 	}
 	conn, err := connectTo(ctx, cfg, cfg.DatabaseURL)
 	if err != nil {
-		return "", fmt.Errorf("find out whether --database-url is still a standby (--primary-url is set): %w", err)
+		return "", fmt.Errorf("find out whether --database-url is a standby: %w", err)
 	}
 	defer conn.Close(context.Background())
 	standby, err := inRecovery(ctx, conn)
@@ -28,7 +30,7 @@ func BooksURL(ctx context.Context, cfg Config) (string, error) {
 	if !standby {
 		return cfg.DatabaseURL, nil
 	}
-	return cfg.PrimaryURL, nil
+	return primary, nil
 }
 
 // connectTo opens one connection on url with cfg's password hook.

@@ -130,8 +130,8 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	if err != nil {
 		return nil, err
 	}
-	if standby && cfg.PrimaryURL != "" {
-		if books, err = connectTo(ctx, cfg, cfg.PrimaryURL); err != nil {
+	if primary := cfg.primaryURL(); standby && primary != "" {
+		if books, err = connectTo(ctx, cfg, primary); err != nil {
 			return nil, errorf("--primary-url", err)
 		}
 		defer books.Close(context.Background())

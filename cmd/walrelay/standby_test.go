@@ -2,11 +2,14 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -36,11 +39,12 @@ func standbyBinaries(t *testing.T) string {
 
 // With the slot on a hot standby, status reads the slot there and the outbox rows on
 // the primary, dlq writes to the primary and replay reads there: the standby is
-// read-only and its copy of the rows lags.
+// read-only and its copy of the rows lags. The primary is --primary-url, then the
+// read-write server of a --database-url that names both.
 func TestStatusAndDLQOnStandby(t *testing.T) {
 	t.Parallel()
 	testenv.Database(t) // skips (or fails under CI) like every test when PostgreSQL is missing
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	primary, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: standbyBinaries(t)})
 	if err != nil {
@@ -59,12 +63,27 @@ func TestStatusAndDLQOnStandby(t *testing.T) {
 	onStandby := testenv.Connect(t, standby.URL("postgres"))
 	kafka := testenv.Kafka(t)
 	slot := slotName(t, "")
-	env := relayEnv(standby.URL("postgres"), kafka.ListenAddrs(), "WALRELAY_SLOT="+slot,
+	withPrimaryURL := relayEnv(standby.URL("postgres"), kafka.ListenAddrs(), "WALRELAY_SLOT="+slot,
 		"WALRELAY_PRIMARY_URL="+primary.URL("postgres"))
+	bothHosts := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=standby",
+		standby.Port(), primary.Port())
+	withBothHosts := relayEnv(bothHosts, kafka.ListenAddrs(), "WALRELAY_SLOT="+slot)
+	for _, env := range [][]string{withPrimaryURL, withBothHosts} {
+		commandsOnStandby(t, ctx, env, onPrimary, onStandby, slot)
+	}
+}
 
+// commandsOnStandby runs a relay with env until it has published every row, then
+// status, dlq and replay without it.
+func commandsOnStandby(t *testing.T, ctx context.Context, env []string, onPrimary, onStandby *pgx.Conn, slot string) {
+	t.Helper()
 	relayProc := startProc(t, "relay", env, "run")
 	waitStreaming(t, onStandby, slot, relayProc)
-	if rep := waitStatus(t, 30*time.Second, 0, env); !rep.SlotExists || !rep.SlotActive {
+	var rep statusReport
+	if !poll(time.Minute, func() bool { rep = status(t, env); return rep.ExitCode == 0 && rep.Pending == 0 }) {
+		t.Fatalf("status with the relay streaming: %+v, want exit 0 and every row published", rep)
+	}
+	if !rep.SlotExists || !rep.SlotActive {
 		t.Fatalf("status with the relay streaming the standby's slot: %+v, want the slot there and streamed", rep)
 	}
 	relayProc.stop(30 * time.Second)
@@ -72,7 +91,7 @@ func TestStatusAndDLQOnStandby(t *testing.T) {
 	// Written while no relay runs, the row is pending on the primary at once; the
 	// slot is only on the standby.
 	ev := testenv.WriteTx(t, onPrimary, []string{"sb"}, "waiting", 1, false)[0]
-	rep := status(t, env)
+	rep = status(t, env)
 	if rep.ExitCode != 4 || !rep.SlotExists || rep.SlotActive || rep.Pending != 1 {
 		t.Fatalf("status with the relay stopped: %+v, want exit 4, the standby's slot there and not streamed, "+
 			"the primary's row pending", rep)
