@@ -132,7 +132,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	}
 	if primary := cfg.primaryURL(); standby && primary != "" {
 		if books, err = connectTo(ctx, cfg, primary); err != nil {
-			return nil, errorf("--primary-url", err)
+			return nil, errorf("the primary (--primary-url, or the read-write server of --database-url)", err)
 		}
 		defer books.Close(context.Background())
 	}
