@@ -23,10 +23,15 @@ func (c Config) setPassword(ctx context.Context, cfg *pgconn.Config) error {
 	return nil
 }
 
-// OpenPool opens a connection pool on cfg's database for the commands that read the
-// outbox beside a relay (dlq, replay); each new connection asks DatabasePassword.
+// OpenPool opens a connection pool for the commands that read the outbox beside a
+// relay (dlq, replay), where BooksURL says the rows are; each new connection asks
+// DatabasePassword.
 func OpenPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
-	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	url, err := BooksURL(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	poolCfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}

@@ -55,6 +55,11 @@ func (r *Relay) readStandby(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("find out whether the database is a standby: %w", err)
 	}
 	major := version / 10000
+	primaryHost := databaseHost(r.cfg.PrimaryURL)
+	if inRecovery && r.cfg.PrimaryURL == "" {
+		r.cfg.PrimaryURL = primaryOfHosts(r.cfg.DatabaseURL) // the URL's read-write server, if it names several
+		primaryHost = "the read-write server of --database-url"
+	}
 	switch {
 	case !inRecovery && r.cfg.PrimaryURL != "":
 		r.log.Warn("--primary-url is set but --database-url is not a standby (promoted?): the slot and walrelay's "+
@@ -67,7 +72,8 @@ func (r *Relay) readStandby(ctx context.Context, conn *pgx.Conn) error {
 			"the primary, or upgrade the standby", major, StandbyDecodingMajor)}
 	case r.cfg.PrimaryURL == "":
 		return &replication.SetupError{Msg: "--database-url is a hot standby, where walrelay can stream but not write its " +
-			"bookkeeping: set --primary-url (WALRELAY_PRIMARY_URL) to the primary's URL, or point --database-url at the primary"}
+			"bookkeeping: set --primary-url (WALRELAY_PRIMARY_URL) to the primary's URL, give --database-url the primary's " +
+			"host too (host1,host2: walrelay writes to the read-write one), or point --database-url at the primary"}
 	default:
 		r.onStandby = true
 		if !feedback {
@@ -75,8 +81,8 @@ func (r *Relay) readStandby(ctx context.Context, conn *pgx.Conn) error {
 				"still needs, which invalidates it (the relay then creates it again with a catch-up pass: duplicates); " +
 				"set hot_standby_feedback = on on the standby, with primary_slot_name")
 		}
-		r.log.Info("decoding on a hot standby: the slot lives on --database-url, the bookkeeping on --primary-url",
-			"standby", databaseHost(r.cfg.DatabaseURL), "primary", databaseHost(r.cfg.PrimaryURL))
+		r.log.Info("decoding on a hot standby: the slot lives on --database-url, the bookkeeping on the primary",
+			"standby", databaseHost(r.cfg.DatabaseURL), "primary", primaryHost)
 	}
 	return nil
 }

@@ -110,21 +110,32 @@ func (st *Status) problem(check Check, format string, args ...any) {
 }
 
 // ReadStatus reads the slot, publication and outbox tables named in cfg (the database
-// URL, tables, columns, slot, publication, mode and on-publish mode are used), asks
-// the relay at limits.RelayURL for its readiness, and lists problems.
+// and primary URLs, tables, columns, slot, publication, mode and on-publish mode are
+// used): the slot and publication on the database, the rest on the primary while the
+// database is a standby. It asks the relay at limits.RelayURL for its readiness, and
+// lists problems.
 func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, error) {
-	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
+	if _, err := pgx.ParseConfig(cfg.DatabaseURL); err != nil {
 		return nil, errorf("parse database url (check --database-url)", err)
 	}
-	if err := cfg.setPassword(ctx, &connCfg.Config); err != nil {
+	conn, err := connectTo(ctx, cfg, cfg.DatabaseURL)
+	if err != nil {
 		return nil, err
 	}
-	conn, err := pgx.ConnectConfig(ctx, connCfg)
-	if err != nil {
-		return nil, errorf("connect to postgresql", err)
-	}
 	defer conn.Close(context.Background())
+	// The slot is read where it lives, the rows and walrelay's records where the
+	// relay writes them: the primary while --database-url is a standby (BooksURL).
+	books := conn
+	standby, err := inRecovery(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	if primary := cfg.primaryURL(); standby && primary != "" {
+		if books, err = connectTo(ctx, cfg, primary); err != nil {
+			return nil, errorf("the primary (--primary-url, or the read-write server of --database-url)", err)
+		}
+		defer books.Close(context.Background())
+	}
 	st := &Status{Slot: cfg.Slot, Publication: cfg.Publication, OnPublish: cfg.OnPublishMode(), Problems: []Problem{}}
 	if limits.RelayURL != "" {
 		st.Relay = probeRelay(ctx, limits.RelayURL, cfg.Slot)
@@ -141,7 +152,8 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	var lag *int64
 	var replyTime *time.Time
 	err = conn.QueryRow(ctx, `SELECT s.active, s.confirmed_flush_lsn::text, s.wal_status,
-			pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint, r.reply_time
+			pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,
+				s.confirmed_flush_lsn)::bigint, r.reply_time
 		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
 		WHERE s.slot_name = $1`, cfg.Slot).Scan(&active, &confirmed, &walStatus, &lag, &replyTime)
 	switch {
@@ -167,7 +179,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 			"(it waits for the broker and for the database before it streams)", cfg.Slot)
 	}
 
-	err = conn.QueryRow(ctx, "SELECT replaced_at, coalesce(replaced_reason, '') FROM walrelay_slots WHERE slot_name = $1", cfg.Slot).
+	err = books.QueryRow(ctx, "SELECT replaced_at, coalesce(replaced_reason, '') FROM walrelay_slots WHERE slot_name = $1", cfg.Slot).
 		Scan(&st.SlotReplacedAt, &st.SlotReplacedReason)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, errorf("read walrelay_slots (run walrelay migrate?)", err)
@@ -188,13 +200,13 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	// Where the database keeps published horizons (migration 7), a row is pending
 	// when it is not published by the derived rule (docs/design.md invariant 10),
 	// which reads every row not marked: a scan of the table's unmarked rows.
-	horizons, err := replication.HasHorizons(ctx, conn)
+	horizons, err := replication.HasHorizons(ctx, books)
 	if err != nil {
 		return nil, errorf("look up walrelay_progress", err)
 	}
 	if horizons {
 		var at *time.Time
-		err := conn.QueryRow(ctx, "SELECT max(recorded_at) FROM walrelay_progress WHERE slot_name = $1", cfg.Slot).Scan(&at)
+		err := books.QueryRow(ctx, "SELECT max(recorded_at) FROM walrelay_progress WHERE slot_name = $1", cfg.Slot).Scan(&at)
 		if err != nil {
 			return nil, errorf("read walrelay_progress", err)
 		}
@@ -202,7 +214,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	}
 	oldestTable := ""
 	for _, t := range cfg.OutboxTables() {
-		ts, err := readTableStatus(ctx, conn, t, horizons, limits.MaxPendingAge)
+		ts, err := readTableStatus(ctx, books, t, horizons, limits.MaxPendingAge)
 		if err != nil {
 			return nil, err
 		}

@@ -27,7 +27,7 @@ FULL=17
 CORE=(14 16 18)
 CORE_RUNS=(
 	"./internal/pgcluster" '.'
-	"./cmd/walrelay" '^(TestGracefulStop|TestCrashLosesNothing|TestExactlyOnceSurvivesSIGKILL)$'
+	"./cmd/walrelay" '^(TestGracefulStop|TestCrashLosesNothing|TestExactlyOnceSurvivesSIGKILL|TestStatusAndDLQOnStandby)$'
 	"./internal/chaos" '^(TestChaos|TestHugeTransactions)$'
 	"./relay" '^(TestExactlyOnce.*|TestLostSlotIsReplaced|TestHugeTransactionStreamsThrough|TestCleanServerRestartRepeats|TestEmitPublishesOnce|TestEmitKeepsOrderWithRows|TestDecodingOnStandby|TestStandbyBefore16IsRefused|TestPromotedStandbyStopsTheRelay|TestStandbyHandOverSurvivesLosingThePrimary)$'
 )

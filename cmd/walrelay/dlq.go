@@ -82,7 +82,7 @@ func dlqList() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url", "database-auth"}, tableSettings...)...)
+	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
 	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	return cmd
@@ -110,7 +110,7 @@ func dlqRetry() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url", "database-auth"}, tableSettings...)...)
+	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to retry (repeat or comma-separate)")
 	cmd.Flags().BoolVar(&all, "all", false, "retry every dead letter")
 	return cmd
@@ -141,7 +141,7 @@ func dlqPurge() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url", "database-auth"}, tableSettings...)...)
+	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to delete (repeat or comma-separate)")
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "delete dead letters older than this (e.g. 720h)")
 	return cmd

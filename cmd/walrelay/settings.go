@@ -56,7 +56,7 @@ func newSettings() *settings {
 	s.all = []setting{
 		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
 		str("primary-url", "the primary's URL when database-url is a hot standby (PostgreSQL 16+): the slot is streamed on the standby, "+
-			"walrelay's bookkeeping is written to the primary", &c.PrimaryURL),
+			"walrelay's bookkeeping is written to the primary; empty: the read-write server of a database-url that names several", &c.PrimaryURL),
 		{name: "database-auth", usage: "password (the URL's, or PGPASSWORD/.pgpass), or aws-iam (an RDS/Aurora IAM token for the URL's user, " +
 			"signed with the standard AWS credentials before each connection; needs AWS_REGION or a configured region)",
 			def: authPassword, set: func(v string) error { s.dbAuth = v; return nil }},

@@ -33,8 +33,9 @@ func statusCommand() *cobra.Command {
 		Use:   "status",
 		Short: "Say whether the outbox is being relayed: slot, relay, pending rows, dead letters; exit non-zero when not",
 		Long: "status reads the slot, the publication and the outbox tables, and asks the relay itself (GET /readyz\n" +
-			"on --admin-url, or on --metrics-addr where the relay serves it). It exits 0 when events are relayed,\n" +
-			"otherwise with the code of the first problem in this list:\n" +
+			"on --admin-url, or on --metrics-addr where the relay serves it). With the slot on a hot standby\n" +
+			"(--primary-url set), the slot is read on the standby and the tables on the primary, as the relay writes them.\n" +
+			"It exits 0 when events are relayed, otherwise with the code of the first problem in this list:\n" +
 			"  3  the database cannot be read\n" +
 			"  6  the relay answers that it is not ready (or cannot be reached at --admin-url)\n" +
 			"  4  no relay streams the slot (it does not exist, or no process holds it)\n" +
@@ -81,7 +82,7 @@ func statusCommand() *cobra.Command {
 			return nil
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url", "database-auth", "slot", "publication", "mode", "on-publish", "metrics-addr",
+	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth", "slot", "publication", "mode", "on-publish", "metrics-addr",
 		"admin-url"}, tableSettings...)...)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (the same checks, with ok and exit_code)")
 	cmd.Flags().Int64Var(&limits.MaxDeadLetters, "max-dead-letters", 0, "more dead letters than this is a problem")
