@@ -202,7 +202,7 @@ func TestExactlyOnceUnmappableRowIsNeverSkipped(t *testing.T) {
 
 // Exactly-once with two tables whose bigint ids overlap: table ta's row 5 poisons
 // the Kafka transaction (too large), table tb's row 5, earlier in the same database
-// transaction, is healthy. The next session must hand over ta's 5 alone: tb's 5 is
+// transaction, is healthy. The next replication session must hand over ta's 5 alone: tb's 5 is
 // produced once and never handed over, ta's 5 ends as a dead letter without
 // reaching Kafka, and the stream goes on past them.
 func TestExactlyOncePoisonIsRememberedPerTable(t *testing.T) {
