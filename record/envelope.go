@@ -1,6 +1,10 @@
 package record
 
-import "github.com/walrelay/walrelay/outbox"
+import (
+	"strings"
+
+	"github.com/walrelay/walrelay/outbox"
+)
 
 // envelopeValue is the value of an event with envelope fields (outbox.Columns.
 // Envelope): the router's struct of the payload and each field under its alias
@@ -8,10 +12,11 @@ import "github.com/walrelay/walrelay/outbox"
 //
 // JSON (schemas.enable=false) writes the struct as an object in field order,
 // NULLs as null (JsonConverter.convertToJson); the fields are the columns' text, as
-// JSON strings. String writes Kafka's Struct.toString: Struct{name=value,...},
-// NULL fields left out. Schemas and ByteArray are refused at startup: the struct's
-// schema name needs the connector's topic prefix, and Connect's ByteArrayConverter
-// refuses a struct. An expanded payload (ExpandJSON) is the struct it became.
+// JSON strings. With schemas the object goes inside {"schema":…,"payload":…}
+// (envelopeSchema). String writes Kafka's Struct.toString: Struct{name=value,...},
+// NULL fields left out. ByteArray is refused at startup: Connect's
+// ByteArrayConverter refuses a struct. An expanded payload (ExpandJSON) is the
+// struct it became.
 func (f *Format) envelopeValue(e *outbox.Event) []byte {
 	n := len(e.Payload) + len(e.Payload)/8 + 32
 	for _, fl := range e.Envelope {
@@ -42,10 +47,16 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 		}
 		return append(b, '}')
 	}
+	n1, s1, expanded := f.expanded(e)
+	if f.ValueSchemas && !expanded {
+		b = append(b, `{"schema":`...)
+		b = f.appendEnvelopeSchema(b, e)
+		b = append(b, `,"payload":`...)
+	}
 	b = append(b, `{"payload":`...)
 	plain := Format{ValueConverter: JSON} // the payload as its own field, no schema
-	if n, s, ok := f.expanded(e); ok {
-		b = appendJSON(b, n, s)
+	if expanded {
+		b = appendJSON(b, n1, s1)
 	} else {
 		b = append(b, plain.jsonValue(e)...)
 	}
@@ -59,5 +70,49 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 			b = appendJSONString(b, fl.Value)
 		}
 	}
+	if f.ValueSchemas && !expanded {
+		b = append(b, '}')
+	}
 	return append(b, '}')
+}
+
+// appendEnvelopeSchema appends the schema of the router's envelope struct as
+// Kafka's JsonConverter.asJsonSchema writes it: type, fields (each field's schema
+// with its name last), optional, name. The struct is required; its fields are the
+// payload with the payload column's schema and each envelope column as an optional
+// string, in placement order (EventRouterDelegate.getSchemaBuilder). Its name is
+// the change event's value schema name with the event's route-by value (the
+// aggregate type) put before the last part (EventRouterDelegate.getSchemaName):
+// dbserver1.public.outbox.Value becomes dbserver1.public.outbox.Order.Value.
+func (f *Format) appendEnvelopeSchema(b []byte, e *outbox.Event) []byte {
+	payload := textSchema
+	switch e.PayloadType {
+	case "json", "jsonb":
+		payload = jsonSchema
+	case "bytea":
+		payload = bytesSchema
+	}
+	b = append(b, `{"type":"struct","fields":[`...)
+	b = append(b, payload[:len(payload)-1]...)
+	b = append(b, `,"field":"payload"}`...)
+	for _, fl := range e.Envelope {
+		b = append(b, `,{"type":"string","optional":true,"field":`...)
+		b = appendJSONString(b, fl.Key)
+		b = append(b, '}')
+	}
+	b = append(b, `],"optional":false,"name":`...)
+	return append(appendJSONString(b, envelopeSchemaName(f.EnvelopeSchemaName, e.AggregateType)), '}')
+}
+
+// envelopeSchemaName is EventRouterDelegate.getSchemaName: the routed value goes
+// before the last dot-separated part of the original name, or is the name when
+// there is none.
+func envelopeSchemaName(original, routed string) string {
+	if original == "" {
+		return routed
+	}
+	if i := strings.LastIndexByte(original, '.'); i >= 0 {
+		return original[:i+1] + routed + "." + original[i+1:]
+	}
+	return routed + "." + original
 }
