@@ -1,10 +1,6 @@
 package record
 
-import (
-	"strings"
-
-	"github.com/walrelay/walrelay/outbox"
-)
+import "github.com/walrelay/walrelay/outbox"
 
 // envelopeValue is the value of an event with envelope fields (outbox.Columns.
 // Envelope): the router's struct of the payload and each field under its alias
@@ -81,9 +77,9 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 // with its name last), optional, name. The struct is required; its fields are the
 // payload with the payload column's schema and each envelope column as an optional
 // string, in placement order (EventRouterDelegate.getSchemaBuilder). Its name is
-// the change event's value schema name with the event's route-by value (the
-// aggregate type) put before the last part (EventRouterDelegate.getSchemaName):
-// dbserver1.public.outbox.Value becomes dbserver1.public.outbox.Order.Value.
+// the change event's value schema name, topic.prefix.schema.table.Value, with the
+// event's route-by value (the aggregate type) before the last part
+// (EventRouterDelegate.getSchemaName): dbserver1.public.outbox.Order.Value.
 func (f *Format) appendEnvelopeSchema(b []byte, e *outbox.Event) []byte {
 	payload := textSchema
 	switch e.PayloadType {
@@ -101,18 +97,11 @@ func (f *Format) appendEnvelopeSchema(b []byte, e *outbox.Event) []byte {
 		b = append(b, '}')
 	}
 	b = append(b, `],"optional":false,"name":`...)
-	return append(appendJSONString(b, envelopeSchemaName(f.EnvelopeSchemaName, e.AggregateType)), '}')
-}
-
-// envelopeSchemaName is EventRouterDelegate.getSchemaName: the routed value goes
-// before the last dot-separated part of the original name, or is the name when
-// there is none.
-func envelopeSchemaName(original, routed string) string {
-	if original == "" {
-		return routed
+	name := make([]byte, 0, len(f.TopicPrefix)+len(e.Table)+len(e.AggregateType)+8)
+	name = append(name, f.TopicPrefix...)
+	if e.Table != "" {
+		name = append(append(name, '.'), e.Table...)
 	}
-	if i := strings.LastIndexByte(original, '.'); i >= 0 {
-		return original[:i+1] + routed + "." + original[i+1:]
-	}
-	return routed + "." + original
+	name = append(append(append(name, '.'), e.AggregateType...), ".Value"...)
+	return append(appendJSONString(b, unsafeString(name)), '}')
 }

@@ -30,10 +30,10 @@ type Format struct {
 	IDHeaderOnly bool
 	// ExpandJSON is the router's table.expand.json.payload and its two behaviours.
 	ExpandJSON ExpandJSON
-	// EnvelopeSchemaName is the name of the schema of Debezium's change event value
-	// for the outbox table (topic.prefix.schema.table.Value), which the router's
-	// envelope struct is named after; needed by envelope fields with value schemas.
-	EnvelopeSchemaName string
+	// TopicPrefix is the Debezium connector's topic.prefix, which names the schema of
+	// its change event values (topic.prefix.schema.table.Value) and so the router's
+	// envelope struct; envelope fields with value schemas need it.
+	TopicPrefix string
 }
 
 // Validate checks the converters; schemas need the JSON converter.

@@ -119,10 +119,9 @@ func TestEnvelope(t *testing.T) {
 		Envelope: []outbox.Field{{Key: "eventType", Value: "OrderCreated"}, {Key: "audit", Null: true}}}
 	null := &outbox.Event{AggregateID: "1", NullPayload: true, PayloadType: "jsonb",
 		Envelope: []outbox.Field{{Key: "eventType", Value: "OrderDeleted"}}}
-	e.AggregateType, null.AggregateType = "Order", "Order"
-	schemas := record.Format{ValueConverter: record.JSON, ValueSchemas: true, EnvelopeSchemaName: "dbserver1.public.outbox.Value"}
-	// A name without a dot gets the routed value in front (getSchemaName).
-	text := &outbox.Event{AggregateID: "1", AggregateType: "Order", Payload: []byte("plain"), PayloadType: "text",
+	e.AggregateType, null.AggregateType, e.Table, null.Table = "Order", "Order", "public.outbox", "public.outbox"
+	schemas := record.Format{ValueConverter: record.JSON, ValueSchemas: true, TopicPrefix: "dbserver1"}
+	text := &outbox.Event{AggregateID: "1", AggregateType: "Shipment", Table: "app.events", Payload: []byte("plain"), PayloadType: "text",
 		Envelope: []outbox.Field{{Key: "eventType", Value: "OrderCreated"}}}
 	for _, tc := range []struct {
 		name      string
@@ -141,7 +140,8 @@ func TestEnvelope(t *testing.T) {
 		// (debezium-connect-plugins/src/main/java/io/debezium/transforms/outbox/
 		// EventRouterDelegate.java): the payload with its column's schema, then each
 		// envelope field, named by getSchemaName after the change event's value schema
-		// with the route-by value (Order) before its last part; written by Kafka's
+		// (topic.prefix.schema.table.Value) with the route-by value (Order) before
+		// its last part; written by Kafka's
 		// JsonConverter.asJsonSchema (type, fields, optional, name; a field's name last).
 		{"json schemas", schemas, e, `{"schema":{"type":"struct","fields":[` +
 			`{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},` +
@@ -153,9 +153,9 @@ func TestEnvelope(t *testing.T) {
 			`{"type":"string","optional":true,"field":"eventType"}],` +
 			`"optional":false,"name":"dbserver1.public.outbox.Order.Value"},` +
 			`"payload":{"payload":null,"eventType":"OrderDeleted"}}`, false},
-		{"json schemas text", record.Format{ValueConverter: record.JSON, ValueSchemas: true, EnvelopeSchemaName: "Value"}, text, `{"schema":{"type":"struct","fields":[` +
+		{"json schemas text", schemas, text, `{"schema":{"type":"struct","fields":[` +
 			`{"type":"string","optional":true,"field":"payload"},{"type":"string","optional":true,"field":"eventType"}],` +
-			`"optional":false,"name":"Order.Value"},"payload":{"payload":"plain","eventType":"OrderCreated"}}`, false},
+			`"optional":false,"name":"dbserver1.app.events.Shipment.Value"},"payload":{"payload":"plain","eventType":"OrderCreated"}}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, tomb := tc.f.Value(tc.e)

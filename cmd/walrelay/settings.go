@@ -150,6 +150,8 @@ func newSettings() *settings {
 			set: func(v string) error { return setConverter(v, &b.Kafka.Format.ValueConverter) }},
 		{name: "value-converter-schemas-enable", usage: "json value converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ValueSchemas) }},
+		str("topic-prefix", "the Debezium connector's topic.prefix: column-envelope with value-converter-schemas-enable names the value's "+
+			"struct schema after it, topic-prefix.schema.table.aggregate_type.Value, as Debezium's outbox router does", &b.Kafka.Format.TopicPrefix),
 		{name: "tombstone-on-empty-payload", usage: "publish a NULL, empty or blank payload as a tombstone whatever the converter " +
 			"(Debezium's route.tombstone.on.empty.payload); otherwise only the string and bytearray converters make NULL a tombstone",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.TombstoneOnEmpty) }},
@@ -198,9 +200,9 @@ func newSettings() *settings {
 }
 
 // checkEnvelope refuses envelope columns where walrelay cannot write the router's
-// struct as Connect would: the JSON converter with schemas
-// (the struct's schema is named after the connector's topic prefix), the bytearray
-// converter (Connect's refuses a struct).
+// struct as Connect would: the JSON converter with schemas without a topic prefix
+// (the struct's schema is named after it), the bytearray converter (Connect's
+// refuses a struct).
 func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
 	for _, t := range tables {
 		if len(t.Columns.Envelope) == 0 {
@@ -209,9 +211,9 @@ func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
 		switch {
 		case sc.Kafka.Format.ValueConverter == record.ByteArray:
 			return fmt.Errorf("column-envelope (table %s) needs value-converter json or string: a struct has no bytes of its own", t.Table)
-		case sc.Kafka.Format.ValueSchemas:
-			return fmt.Errorf("column-envelope (table %s) with value-converter-schemas-enable is not supported; "+
-				"set value-converter-schemas-enable false or leave column-envelope empty", t.Table)
+		case sc.Kafka.Format.ValueSchemas && sc.Kafka.Format.TopicPrefix == "":
+			return fmt.Errorf("column-envelope (table %s) with value-converter-schemas-enable names the value's schema after "+
+				"the Debezium connector's topic.prefix; set topic-prefix to it, or value-converter-schemas-enable false", t.Table)
 		}
 	}
 	return nil
