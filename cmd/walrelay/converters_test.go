@@ -69,6 +69,7 @@ func TestDebeziumConverters(t *testing.T) {
 		value    func(payload *string) *string // nil: a null value
 		jsonKeys bool
 		noType   bool // the table has no type column (Debezium's router reads none)
+		nullType bool // the type column may be NULL: an optional string in Debezium's schema
 	}{
 		{
 			name:    "string",
@@ -150,6 +151,36 @@ func TestDebeziumConverters(t *testing.T) {
 			jsonKeys: true,
 		},
 		{
+			// With schemas the struct's schema is EventRouterDelegate.getSchemaBuilder's
+			// (debezium-connect-plugins/src/main/java/io/debezium/transforms/outbox/
+			// EventRouterDelegate.java): the payload's schema, then eventType's (an
+			// optional string for a nullable varchar), named by getSchemaName after the
+			// change event's value schema, topic.prefix.schema.table.Value, with the
+			// route-by value before Value; JsonConverter.asJsonSchema puts a field's
+			// name after its schema and the struct's optional and name after its fields.
+			name: "json-schemas-envelope",
+			options: `, "topic.prefix": "dbserver1", "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+				"value.converter": "org.apache.kafka.connect.json.JsonConverter",
+				"transforms.outbox.table.field.event.type": "type", "transforms.outbox.table.fields.additional.placement": "type:envelope:eventType"`,
+			nullType: true,
+			key:      func(id string) string { return fmt.Sprintf(keySchema, `"`+id+`"`) },
+			value: func(p *string) *string {
+				payload := "null"
+				switch {
+				case p == nil:
+				case *p == routerDocument:
+					payload = routerQuoted
+				default:
+					payload = `"` + strings.ReplaceAll(*p, `"`, `\"`) + `"`
+				}
+				return ptr(`{"schema":{"type":"struct","fields":[` +
+					`{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},` +
+					`{"type":"string","optional":true,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.order.Value"},` +
+					`"payload":{"payload":` + payload + `,"eventType":"OrderCreated"}}`)
+			},
+			jsonKeys: true,
+		},
+		{
 			// StringConverter writes the struct as Kafka's Struct.toString does.
 			name: "string-envelope",
 			options: `, "key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.storage.StringConverter",
@@ -220,8 +251,12 @@ func TestDebeziumConverters(t *testing.T) {
 			if tc.noType {
 				typeColumn, typeValue = "", ""
 			}
+			typeDecl := strings.ReplaceAll(typeColumn, ",", " varchar(255) NOT NULL,")
+			if tc.nullType {
+				typeDecl = strings.ReplaceAll(typeColumn, ",", " varchar(255),")
+			}
 			execSQL(t, dbURL, `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-				aggregateid varchar(255) NOT NULL, `+strings.ReplaceAll(typeColumn, ",", " varchar(255) NOT NULL,")+`
+				aggregateid varchar(255) NOT NULL, `+typeDecl+`
 				payload jsonb, "timestamp" timestamp(6))`)
 			args := []string{"import-debezium", writeFile(t, "connector.json", fmt.Sprintf(connector, tc.options))}
 			if tc.worker != "" {
