@@ -44,9 +44,9 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 		return append(b, '}')
 	}
 	n1, s1, expanded := f.expanded(e)
-	if f.ValueSchemas && !expanded {
+	if f.ValueSchemas {
 		b = append(b, `{"schema":`...)
-		b = f.appendEnvelopeSchema(b, e)
+		b = f.appendEnvelopeSchema(b, e, s1)
 		b = append(b, `,"payload":`...)
 	}
 	b = append(b, `{"payload":`...)
@@ -66,7 +66,7 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 			b = appendJSONString(b, fl.Value)
 		}
 	}
-	if f.ValueSchemas && !expanded {
+	if f.ValueSchemas {
 		b = append(b, '}')
 	}
 	return append(b, '}')
@@ -75,12 +75,13 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 // appendEnvelopeSchema appends the schema of the router's envelope struct as
 // Kafka's JsonConverter.asJsonSchema writes it: type, fields (each field's schema
 // with its name last), optional, name. The struct is required; its fields are the
-// payload with the payload column's schema and each envelope column as an optional
+// payload with the payload column's schema (or the one inferred for it, expanded)
+// and each envelope column as an optional
 // string, in placement order (EventRouterDelegate.getSchemaBuilder). Its name is
 // the change event's value schema name, topic.prefix.schema.table.Value, with the
 // event's route-by value (the aggregate type) before the last part
 // (EventRouterDelegate.getSchemaName): dbserver1.public.outbox.Order.Value.
-func (f *Format) appendEnvelopeSchema(b []byte, e *outbox.Event) []byte {
+func (f *Format) appendEnvelopeSchema(b []byte, e *outbox.Event, expanded *schema) []byte {
 	payload := textSchema
 	switch e.PayloadType {
 	case "json", "jsonb":
@@ -89,7 +90,12 @@ func (f *Format) appendEnvelopeSchema(b []byte, e *outbox.Event) []byte {
 		payload = bytesSchema
 	}
 	b = append(b, `{"type":"struct","fields":[`...)
-	b = append(b, payload[:len(payload)-1]...)
+	if expanded != nil {
+		b = appendSchema(b, expanded, f.ExpandJSON.PayloadColumn, true)
+		b = b[:len(b)-1]
+	} else {
+		b = append(b, payload[:len(payload)-1]...)
+	}
 	b = append(b, `,"field":"payload"}`...)
 	for _, fl := range e.Envelope {
 		b = append(b, `,{"type":"string","optional":true,"field":`...)
