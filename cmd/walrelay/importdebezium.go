@@ -406,13 +406,9 @@ func convertDebezium(props, worker map[string]string, catalog []string) (string,
 	}
 	fields = append(fields, [2]string{"column-trace", opt("tracing.span.context.field")})
 	if v := opt("table.expand.json.payload"); strings.EqualFold(strings.TrimSpace(v), "true") {
-		valueSchemas := false
-		for _, g := range globals {
-			valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
-		}
-		if convs["value"] == "bytearray" || valueSchemas {
+		if convs["value"] == "bytearray" {
 			differs(&b, "transforms."+router+".table.expand.json.payload", v, "walrelay expands the payload with "+
-				"value-converter string, or json without schemas, and writes no schema for the struct")
+				"value-converter string or json; Connect's byte array converter refuses a struct")
 		} else {
 			globals = append(globals, [2]string{"expand-json-payload", "true"})
 			// The expansion names fields through the connector's adjuster

@@ -112,7 +112,7 @@ func TestImportDebeziumMapping(t *testing.T) {
 	unsupported := convertTestdata(t, "unsupported.json")
 	for _, want := range []string{
 		"topic-template: outbox.event.{aggregate_type}\n", "column-headers: type:eventType\n",
-		"# transforms.events.table.expand.json.payload=true: differs from Debezium",
+		"expand-json-payload: \"true\"\n",
 		"column-trace: tracingspancontext\n", "# snapshot.mode=never: no walrelay equivalent",
 		"# plugin.name=decoderbufs: no walrelay equivalent", "# producer.override.sasl.jaas.config=***: no walrelay equivalent",
 	} {

@@ -155,7 +155,7 @@ func newSettings() *settings {
 		{name: "tombstone-on-empty-payload", usage: "publish a NULL, empty or blank payload as a tombstone whatever the converter " +
 			"(Debezium's route.tombstone.on.empty.payload); otherwise only the string and bytearray converters make NULL a tombstone",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.TombstoneOnEmpty) }},
-		{name: "expand-json-payload", usage: "value-converter string or json without schemas: write a payload that starts with { as the struct " +
+		{name: "expand-json-payload", usage: "value-converter string or json: write a payload that starts with { as the struct " +
 			"Debezium's table.expand.json.payload parses it into (null fields and empty arrays dropped, numbers as Java writes them); " +
 			"a payload that does not parse stays as it is",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ExpandJSON.Enabled) }},
@@ -214,6 +214,25 @@ func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
 		case sc.Kafka.Format.ValueSchemas && sc.Kafka.Format.TopicPrefix == "":
 			return fmt.Errorf("column-envelope (table %s) with value-converter-schemas-enable names the value's schema after "+
 				"the Debezium connector's topic.prefix; set topic-prefix to it, or value-converter-schemas-enable false", t.Table)
+		}
+	}
+	return nil
+}
+
+// setExpandedSchemaName names the schema of an expanded payload after the payload
+// column, as Debezium's router does (record.ExpandJSON.PayloadColumn). The name is
+// the sink's, so with value schemas every table must name the column alike.
+func setExpandedSchemaName(sc *sinks.Config, tables []relay.TableConfig) error {
+	x := &sc.Kafka.Format.ExpandJSON
+	for i, t := range tables {
+		if i == 0 {
+			x.PayloadColumn = t.Columns.Payload
+			continue
+		}
+		if x.Enabled && sc.Kafka.Format.ValueSchemas && t.Columns.Payload != x.PayloadColumn {
+			return fmt.Errorf("expand-json-payload with value-converter-schemas-enable names the payload's schema after column-payload, "+
+				"which is %s in table %s but %s in table %s; give the tables one payload column name, or set value-converter-schemas-enable false",
+				x.PayloadColumn, tables[0].Table, t.Columns.Payload, t.Table)
 		}
 	}
 	return nil
@@ -595,7 +614,8 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 		}
 	}
 	envelope := checkEnvelope(s.sinks, cfg.OutboxTables())
-	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, envelope, s.checkSQS(cfg)); err != nil {
+	expand := setExpandedSchemaName(&s.sinks, cfg.OutboxTables())
+	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, envelope, expand, s.checkSQS(cfg)); err != nil {
 		return cfg, err
 	}
 	s.logStartup(logger, cfg)
