@@ -219,6 +219,37 @@ func TestDebeziumConverters(t *testing.T) {
 			jsonKeys: true,
 		},
 		{
+			// table.expand.json.payload with schemas: the schema JsonSchemaData.
+			// toConnectSchema infers (debezium-connect-plugins/src/main/java/io/debezium/
+			// transforms/outbox/JsonSchemaData.java), structs named after their path
+			// from the payload column; what does not expand keeps the column's schema.
+			name:    "json-schemas-expand",
+			options: `, "key.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter": "org.apache.kafka.connect.json.JsonConverter", "transforms.outbox.table.expand.json.payload": "true"`,
+			key:     func(id string) string { return fmt.Sprintf(keySchema, `"`+id+`"`) },
+			value: func(p *string) *string {
+				switch {
+				case p == nil:
+					return ptr(fmt.Sprintf(valueSchema, "null"))
+				case *p == routerDocument:
+					return ptr(`{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"id"},` +
+						`{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"id"},` +
+						`{"type":"string","optional":true,"field":"item"},{"type":"string","optional":true,"field":"status"},` +
+						`{"type":"int32","optional":true,"field":"quantity"},{"type":"double","optional":true,"field":"totalPrice"}],` +
+						`"optional":true,"name":"payload.lineItems"},"optional":true,"field":"lineItems"},` +
+						`{"type":"string","optional":true,"field":"orderDate"},{"type":"int32","optional":true,"field":"customerId"}],` +
+						`"optional":true,"name":"payload"},` +
+						`"payload":{"id":1,"lineItems":[{"id":1,"item":"Debezium in Action","status":"ENTERED","quantity":2,"totalPrice":39.98},` +
+						`{"id":2,"item":"Debezium for Dummies","status":"ENTERED","quantity":1,"totalPrice":29.99}],` +
+						`"orderDate":"2019-01-31T12:13:01","customerId":123}}`)
+				case strings.HasPrefix(*p, "{"):
+					return ptr(`{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"n"}],"optional":true,"name":"payload"},` +
+						`"payload":` + strings.ReplaceAll(*p, " ", "") + `}`)
+				}
+				return ptr(fmt.Sprintf(valueSchema, `"`+strings.ReplaceAll(*p, `"`, `\"`)+`"`))
+			},
+			jsonKeys: true,
+		},
+		{
 			// The expanded struct through StringConverter: Kafka's Struct.toString.
 			name:    "string-expand",
 			options: `, "key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.storage.StringConverter", "transforms.outbox.table.expand.json.payload": "true"`,
