@@ -9,7 +9,7 @@ import "github.com/walrelay/walrelay/outbox"
 // JSON (schemas.enable=false) writes the struct as an object in field order,
 // NULLs as null (JsonConverter.convertToJson); the fields are the columns' text, as
 // JSON strings. With schemas the object goes inside {"schema":…,"payload":…}
-// (envelopeSchema). String writes Kafka's Struct.toString: Struct{name=value,...},
+// (appendEnvelopeSchema). String writes Kafka's Struct.toString: Struct{name=value,...},
 // NULL fields left out. ByteArray is refused at startup: Connect's
 // ByteArrayConverter refuses a struct. An expanded payload (ExpandJSON) is the
 // struct it became.
@@ -76,8 +76,8 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 // Kafka's JsonConverter.asJsonSchema writes it: type, fields (each field's schema
 // with its name last), optional, name. The struct is required; its fields are the
 // payload with the payload column's schema (or the one inferred for it, expanded)
-// and each envelope column as an optional
-// string, in placement order (EventRouterDelegate.getSchemaBuilder). Its name is
+// and each envelope column as an optional string, in placement order
+// (EventRouterDelegate.getSchemaBuilder). Its name is
 // the change event's value schema name, topic.prefix.schema.table.Value, with the
 // event's route-by value (the aggregate type) before the last part
 // (EventRouterDelegate.getSchemaName): dbserver1.public.outbox.Order.Value.
