@@ -25,6 +25,9 @@ func BenchmarkFormat(b *testing.B) {
 		// table.expand.json.payload: the payload parsed, its schema inferred, written again.
 		{"json-expand", record.Format{KeyConverter: record.JSON, ValueConverter: record.JSON, ExpandJSON: record.ExpandJSON{Enabled: true}}},
 		{"string-expand", record.Format{ExpandJSON: record.ExpandJSON{Enabled: true}}},
+		// With schemas the inferred schema is written ahead of the struct.
+		{"json-schemas-expand", record.Format{KeyConverter: record.JSON, ValueConverter: record.JSON, KeySchemas: true, ValueSchemas: true,
+			ExpandJSON: record.ExpandJSON{Enabled: true, PayloadColumn: "payload"}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

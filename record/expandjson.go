@@ -25,6 +25,10 @@ type ExpandJSON struct {
 	// empty array stays, as an array of optional strings; otherwise (ignore) it is
 	// dropped.
 	KeepEmptyArrays bool
+	// PayloadColumn is the payload column's name (the router's
+	// table.field.event.payload), which names the inferred struct's schema when the
+	// value converter writes schemas.
+	PayloadColumn string
 }
 
 // kind is a Kafka Connect schema type the expansion infers.

@@ -95,14 +95,59 @@ func TestExpandJSONPayloadInEnvelope(t *testing.T) {
 	}
 }
 
-func TestExpandJSONPayloadRefusesSchemas(t *testing.T) {
-	for _, f := range []record.Format{
-		{ValueConverter: record.JSON, ValueSchemas: true, ExpandJSON: record.ExpandJSON{Enabled: true}},
-		{ValueConverter: record.ByteArray, ExpandJSON: record.ExpandJSON{Enabled: true}},
-	} {
-		if err := f.Validate(); err == nil {
-			t.Errorf("%+v: no error", f)
-		}
+func TestExpandJSONPayloadRefusesBytes(t *testing.T) {
+	f := record.Format{ValueConverter: record.ByteArray, ExpandJSON: record.ExpandJSON{Enabled: true}}
+	if err := f.Validate(); err == nil {
+		t.Errorf("%+v: no error", f)
+	}
+}
+
+// With schemas the expanded payload's schema is the one JsonSchemaData.
+// toConnectSchema infers (debezium-connect-plugins/src/main/java/io/debezium/
+// transforms/outbox/JsonSchemaData.java): every schema optional, a struct named
+// after its path from the payload column (EventRouterDelegate passes
+// table.field.event.payload), an array of objects with the union of their fields
+// and the array's path as name, the structs below any other array unnamed at
+// first; written by Kafka's JsonConverter.asJsonSchema.
+func TestExpandJSONPayloadSchemas(t *testing.T) {
+	doc := `{"id": 1, "customer": {"name": "Ann", "vip": true}, "lines": [{"sku": "a", "qty": 2}, {"sku": "b", "price": 2.50}], ` +
+		`"tags": ["x"], "big": 3000000000, "none": null, "m": [[{"a": 1}]]}`
+	schema := `{"type":"struct","fields":[{"type":"int32","optional":true,"field":"id"},` +
+		`{"type":"struct","fields":[{"type":"string","optional":true,"field":"name"},{"type":"boolean","optional":true,"field":"vip"}],` +
+		`"optional":true,"name":"event.customer","field":"customer"},` +
+		`{"type":"array","items":{"type":"struct","fields":[{"type":"string","optional":true,"field":"sku"},` +
+		`{"type":"int32","optional":true,"field":"qty"},{"type":"double","optional":true,"field":"price"}],"optional":true,"name":"event.lines"},` +
+		`"optional":true,"field":"lines"},` +
+		`{"type":"array","items":{"type":"string","optional":true},"optional":true,"field":"tags"},` +
+		`{"type":"int64","optional":true,"field":"big"},` +
+		`{"type":"array","items":{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"}],` +
+		`"optional":true},"optional":true},"optional":true,"field":"m"}],"optional":true,"name":"event"}`
+	payload := `{"id":1,"customer":{"name":"Ann","vip":true},"lines":[{"sku":"a","qty":2,"price":null},{"sku":"b","qty":null,"price":2.5}],` +
+		`"tags":["x"],"big":3000000000,"m":[[{"a":1}]]}`
+	f := record.Format{ValueConverter: record.JSON, ValueSchemas: true, ExpandJSON: record.ExpandJSON{Enabled: true, PayloadColumn: "event"}}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e := &outbox.Event{AggregateID: "1", AggregateType: "Order", Table: "public.outbox", Payload: []byte(doc), PayloadType: "jsonb"}
+	want := `{"schema":` + schema + `,"payload":` + payload + `}`
+	if v, _ := f.Value(e); string(v) != want {
+		t.Errorf("value\n%s\nwant\n%s", v, want)
+	}
+	// Inside the envelope the inferred schema is the payload field's
+	// (EventRouterDelegate.getSchemaBuilder).
+	f.TopicPrefix = "dbserver1"
+	e.Envelope = []outbox.Field{{Key: "eventType", Value: "OrderCreated"}}
+	want = `{"schema":{"type":"struct","fields":[` + schema[:len(schema)-1] + `,"field":"payload"},` +
+		`{"type":"string","optional":true,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.Order.Value"},` +
+		`"payload":{"payload":` + payload + `,"eventType":"OrderCreated"}}`
+	if v, _ := f.Value(e); string(v) != want {
+		t.Errorf("envelope value\n%s\nwant\n%s", v, want)
+	}
+	// What does not expand keeps the column's schema.
+	e.Envelope, e.Payload = nil, []byte(`"shipped"`)
+	want = `{"schema":{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1},"payload":"\"shipped\""}`
+	if v, _ := f.Value(e); string(v) != want {
+		t.Errorf("unexpanded value %s, want %s", v, want)
 	}
 }
 
@@ -119,6 +164,11 @@ func FuzzExpandJSON(f *testing.F) {
 			if v, _ := f.Value(e); !json.Valid(v) {
 				t.Fatalf("%q: value %q is not JSON", payload, v)
 			}
+			f.ValueSchemas = true
+			if v, _ := f.Value(e); !json.Valid(v) {
+				t.Fatalf("%q: value with schemas %q is not JSON", payload, v)
+			}
+			f.ValueSchemas = false
 			f.ValueConverter = record.String
 			f.Value(e)
 		}

@@ -30,6 +30,10 @@ type Format struct {
 	IDHeaderOnly bool
 	// ExpandJSON is the router's table.expand.json.payload and its two behaviours.
 	ExpandJSON ExpandJSON
+	// TopicPrefix is the Debezium connector's topic.prefix, which names the schema of
+	// its change event values (topic.prefix.schema.table.Value) and so the router's
+	// envelope struct; envelope fields with value schemas need it.
+	TopicPrefix string
 }
 
 // Validate checks the converters; schemas need the JSON converter.
@@ -43,9 +47,9 @@ func (f Format) Validate() error {
 		if c.conv > ByteArray {
 			errs = append(errs, errors.New(c.side+"-converter must be string, json or bytearray"))
 		}
-		if c.side == "value" && f.ExpandJSON.Enabled && (c.schemas || c.conv == ByteArray) {
-			errs = append(errs, errors.New("expand-json-payload needs value-converter string or json without schemas; "+
-				"set value-converter-schemas-enable false and value-converter string or json, or expand-json-payload false"))
+		if c.side == "value" && f.ExpandJSON.Enabled && c.conv == ByteArray {
+			errs = append(errs, errors.New("expand-json-payload needs value-converter string or json; "+
+				"set value-converter string or json, or expand-json-payload false"))
 		}
 		if c.schemas && c.conv != JSON {
 			errs = append(errs, errors.New(c.side+"-converter-schemas-enable needs "+c.side+"-converter json; "+
@@ -98,7 +102,14 @@ func (f *Format) Value(e *outbox.Event) (value []byte, tombstone bool) {
 	if f.ExpandJSON.Enabled {
 		if n, s, ok := f.expanded(e); ok {
 			if f.ValueConverter == JSON {
-				return appendJSON(make([]byte, 0, len(e.Payload)+16), n, s), false
+				b := make([]byte, 0, len(e.Payload)+16)
+				if f.ValueSchemas {
+					b = append(b, `{"schema":`...)
+					b = appendSchema(b, s, f.ExpandJSON.PayloadColumn, true)
+					b = append(b, `,"payload":`...)
+					return append(appendJSON(b, n, s), '}'), false
+				}
+				return appendJSON(b, n, s), false
 			}
 			return appendStruct(make([]byte, 0, len(e.Payload)+16), n, s), false
 		}

@@ -119,6 +119,10 @@ func TestEnvelope(t *testing.T) {
 		Envelope: []outbox.Field{{Key: "eventType", Value: "OrderCreated"}, {Key: "audit", Null: true}}}
 	null := &outbox.Event{AggregateID: "1", NullPayload: true, PayloadType: "jsonb",
 		Envelope: []outbox.Field{{Key: "eventType", Value: "OrderDeleted"}}}
+	e.AggregateType, null.AggregateType, e.Table, null.Table = "Order", "Order", "public.outbox", "public.outbox"
+	schemas := record.Format{ValueConverter: record.JSON, ValueSchemas: true, TopicPrefix: "dbserver1"}
+	text := &outbox.Event{AggregateID: "1", AggregateType: "Shipment", Table: "app.events", Payload: []byte("plain"), PayloadType: "text",
+		Envelope: []outbox.Field{{Key: "eventType", Value: "OrderCreated"}}}
 	for _, tc := range []struct {
 		name      string
 		f         record.Format
@@ -132,6 +136,26 @@ func TestEnvelope(t *testing.T) {
 		// A struct is not null: without the tombstone option a NULL payload is not a tombstone.
 		{"string null payload", record.Format{}, null, `Struct{eventType=OrderDeleted}`, false},
 		{"tombstone", record.Format{TombstoneOnEmpty: true}, null, "", true},
+		// With schemas the struct's schema is EventRouterDelegate.getSchemaBuilder's
+		// (debezium-connect-plugins/src/main/java/io/debezium/transforms/outbox/
+		// EventRouterDelegate.java): the payload with its column's schema, then each
+		// envelope field, named by getSchemaName after the change event's value schema
+		// (topic.prefix.schema.table.Value) with the route-by value (Order) before
+		// its last part; written by Kafka's
+		// JsonConverter.asJsonSchema (type, fields, optional, name; a field's name last).
+		{"json schemas", schemas, e, `{"schema":{"type":"struct","fields":[` +
+			`{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},` +
+			`{"type":"string","optional":true,"field":"eventType"},{"type":"string","optional":true,"field":"audit"}],` +
+			`"optional":false,"name":"dbserver1.public.outbox.Order.Value"},` +
+			`"payload":{"payload":"{\"n\": 1}","eventType":"OrderCreated","audit":null}}`, false},
+		{"json schemas null payload", schemas, null, `{"schema":{"type":"struct","fields":[` +
+			`{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},` +
+			`{"type":"string","optional":true,"field":"eventType"}],` +
+			`"optional":false,"name":"dbserver1.public.outbox.Order.Value"},` +
+			`"payload":{"payload":null,"eventType":"OrderDeleted"}}`, false},
+		{"json schemas text", schemas, text, `{"schema":{"type":"struct","fields":[` +
+			`{"type":"string","optional":true,"field":"payload"},{"type":"string","optional":true,"field":"eventType"}],` +
+			`"optional":false,"name":"dbserver1.app.events.Shipment.Value"},"payload":{"payload":"plain","eventType":"OrderCreated"}}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, tomb := tc.f.Value(tc.e)

@@ -167,12 +167,12 @@ func TestImportDebeziumExitCodes(t *testing.T) {
 	// Options whose records walrelay would not reproduce: refused, each named,
 	// unless --allow-differences, which writes them as comments.
 	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "testdata/debezium/unsupported.json")
-	if res.code != 2 || res.stdout != "" || !strings.Contains(res.stderr, "transforms.events.table.expand.json.payload=true") ||
+	if res.code != 2 || res.stdout != "" || !strings.Contains(res.stderr, "transforms.unwrapped.type=org.apache.kafka.connect.transforms.InsertField$Value") ||
 		!strings.Contains(res.stderr, "--allow-differences") {
 		t.Errorf("unsupported.json: exit code %d, want 2 naming the option; stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
 	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--allow-differences", "testdata/debezium/unsupported.json")
-	if res.code != 0 || !strings.Contains(res.stdout, "# transforms.events.table.expand.json.payload=true: differs from Debezium") {
+	if res.code != 0 || !strings.Contains(res.stdout, "# transforms.unwrapped.type=org.apache.kafka.connect.transforms.InsertField$Value: differs from Debezium") {
 		t.Errorf("unsupported.json --allow-differences: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
 }

@@ -69,6 +69,7 @@ func TestDebeziumConverters(t *testing.T) {
 		value    func(payload *string) *string // nil: a null value
 		jsonKeys bool
 		noType   bool // the table has no type column (Debezium's router reads none)
+		nullType bool // the type column may be NULL: an optional string in Debezium's schema
 	}{
 		{
 			name:    "string",
@@ -150,6 +151,36 @@ func TestDebeziumConverters(t *testing.T) {
 			jsonKeys: true,
 		},
 		{
+			// With schemas the struct's schema is EventRouterDelegate.getSchemaBuilder's
+			// (debezium-connect-plugins/src/main/java/io/debezium/transforms/outbox/
+			// EventRouterDelegate.java): the payload's schema, then eventType's (an
+			// optional string for a nullable varchar), named by getSchemaName after the
+			// change event's value schema, topic.prefix.schema.table.Value, with the
+			// route-by value before Value; JsonConverter.asJsonSchema puts a field's
+			// name after its schema and the struct's optional and name after its fields.
+			name: "json-schemas-envelope",
+			options: `, "topic.prefix": "dbserver1", "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+				"value.converter": "org.apache.kafka.connect.json.JsonConverter",
+				"transforms.outbox.table.field.event.type": "type", "transforms.outbox.table.fields.additional.placement": "type:envelope:eventType"`,
+			nullType: true,
+			key:      func(id string) string { return fmt.Sprintf(keySchema, `"`+id+`"`) },
+			value: func(p *string) *string {
+				payload := "null"
+				switch {
+				case p == nil:
+				case *p == routerDocument:
+					payload = routerQuoted
+				default:
+					payload = `"` + strings.ReplaceAll(*p, `"`, `\"`) + `"`
+				}
+				return ptr(`{"schema":{"type":"struct","fields":[` +
+					`{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},` +
+					`{"type":"string","optional":true,"field":"eventType"}],"optional":false,"name":"dbserver1.public.outbox.order.Value"},` +
+					`"payload":{"payload":` + payload + `,"eventType":"OrderCreated"}}`)
+			},
+			jsonKeys: true,
+		},
+		{
 			// StringConverter writes the struct as Kafka's Struct.toString does.
 			name: "string-envelope",
 			options: `, "key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.storage.StringConverter",
@@ -188,6 +219,37 @@ func TestDebeziumConverters(t *testing.T) {
 			jsonKeys: true,
 		},
 		{
+			// table.expand.json.payload with schemas: the schema JsonSchemaData.
+			// toConnectSchema infers (debezium-connect-plugins/src/main/java/io/debezium/
+			// transforms/outbox/JsonSchemaData.java), structs named after their path
+			// from the payload column; what does not expand keeps the column's schema.
+			name:    "json-schemas-expand",
+			options: `, "key.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter": "org.apache.kafka.connect.json.JsonConverter", "transforms.outbox.table.expand.json.payload": "true"`,
+			key:     func(id string) string { return fmt.Sprintf(keySchema, `"`+id+`"`) },
+			value: func(p *string) *string {
+				switch {
+				case p == nil:
+					return ptr(fmt.Sprintf(valueSchema, "null"))
+				case *p == routerDocument:
+					return ptr(`{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"id"},` +
+						`{"type":"array","items":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"id"},` +
+						`{"type":"string","optional":true,"field":"item"},{"type":"string","optional":true,"field":"status"},` +
+						`{"type":"int32","optional":true,"field":"quantity"},{"type":"double","optional":true,"field":"totalPrice"}],` +
+						`"optional":true,"name":"payload.lineItems"},"optional":true,"field":"lineItems"},` +
+						`{"type":"string","optional":true,"field":"orderDate"},{"type":"int32","optional":true,"field":"customerId"}],` +
+						`"optional":true,"name":"payload"},` +
+						`"payload":{"id":1,"lineItems":[{"id":1,"item":"Debezium in Action","status":"ENTERED","quantity":2,"totalPrice":39.98},` +
+						`{"id":2,"item":"Debezium for Dummies","status":"ENTERED","quantity":1,"totalPrice":29.99}],` +
+						`"orderDate":"2019-01-31T12:13:01","customerId":123}}`)
+				case strings.HasPrefix(*p, "{"):
+					return ptr(`{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"n"}],"optional":true,"name":"payload"},` +
+						`"payload":` + strings.ReplaceAll(*p, " ", "") + `}`)
+				}
+				return ptr(fmt.Sprintf(valueSchema, `"`+strings.ReplaceAll(*p, `"`, `\"`)+`"`))
+			},
+			jsonKeys: true,
+		},
+		{
 			// The expanded struct through StringConverter: Kafka's Struct.toString.
 			name:    "string-expand",
 			options: `, "key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.storage.StringConverter", "transforms.outbox.table.expand.json.payload": "true"`,
@@ -220,8 +282,12 @@ func TestDebeziumConverters(t *testing.T) {
 			if tc.noType {
 				typeColumn, typeValue = "", ""
 			}
+			typeDecl := strings.ReplaceAll(typeColumn, ",", " varchar(255) NOT NULL,")
+			if tc.nullType {
+				typeDecl = strings.ReplaceAll(typeColumn, ",", " varchar(255),")
+			}
 			execSQL(t, dbURL, `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-				aggregateid varchar(255) NOT NULL, `+strings.ReplaceAll(typeColumn, ",", " varchar(255) NOT NULL,")+`
+				aggregateid varchar(255) NOT NULL, `+typeDecl+`
 				payload jsonb, "timestamp" timestamp(6))`)
 			args := []string{"import-debezium", writeFile(t, "connector.json", fmt.Sprintf(connector, tc.options))}
 			if tc.worker != "" {

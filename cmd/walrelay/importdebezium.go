@@ -370,13 +370,30 @@ func convertDebezium(props, worker map[string]string, catalog []string) (string,
 			for _, g := range globals {
 				valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
 			}
+			// With schemas the envelope struct is named after the change event's value
+			// schema, topic.prefix.schema.table.Value (EventRouterDelegate.getSchemaName);
+			// database.server.name is topic.prefix before Debezium 2.
+			prefixKey := "topic.prefix"
+			if _, ok := props[prefixKey]; !ok {
+				prefixKey = "database.server.name"
+			}
+			prefix, hasPrefix := props[prefixKey]
 			switch {
-			case valueConv == "bytearray" || valueSchemas:
+			case valueConv == "bytearray":
 				for _, e := range envelope {
 					differs(&b, "transforms."+router+".table.fields.additional.placement", e,
-						"walrelay writes an envelope with value-converter json without schemas, or string")
+						"walrelay writes an envelope with value-converter json or string; Connect's byte array converter refuses a struct")
+				}
+			case valueSchemas && !hasPrefix:
+				for _, e := range envelope {
+					differs(&b, "transforms."+router+".table.fields.additional.placement", e,
+						"with value schemas the envelope's schema is named after topic.prefix, which the connector does not set")
 				}
 			default:
+				if valueSchemas {
+					used[prefixKey] = true
+					globals = append(globals, [2]string{"topic-prefix", prefix})
+				}
 				fields = append(fields, [2]string{"column-envelope", outbox.FormatHeaderColumns(fieldsOf)})
 			}
 		}
@@ -389,13 +406,9 @@ func convertDebezium(props, worker map[string]string, catalog []string) (string,
 	}
 	fields = append(fields, [2]string{"column-trace", opt("tracing.span.context.field")})
 	if v := opt("table.expand.json.payload"); strings.EqualFold(strings.TrimSpace(v), "true") {
-		valueSchemas := false
-		for _, g := range globals {
-			valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
-		}
-		if convs["value"] == "bytearray" || valueSchemas {
+		if convs["value"] == "bytearray" {
 			differs(&b, "transforms."+router+".table.expand.json.payload", v, "walrelay expands the payload with "+
-				"value-converter string, or json without schemas, and writes no schema for the struct")
+				"value-converter string or json; Connect's byte array converter refuses a struct")
 		} else {
 			globals = append(globals, [2]string{"expand-json-payload", "true"})
 			// The expansion names fields through the connector's adjuster

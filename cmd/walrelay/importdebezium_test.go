@@ -112,7 +112,7 @@ func TestImportDebeziumMapping(t *testing.T) {
 	unsupported := convertTestdata(t, "unsupported.json")
 	for _, want := range []string{
 		"topic-template: outbox.event.{aggregate_type}\n", "column-headers: type:eventType\n",
-		"# transforms.events.table.expand.json.payload=true: differs from Debezium",
+		"expand-json-payload: \"true\"\n",
 		"column-trace: tracingspancontext\n", "# snapshot.mode=never: no walrelay equivalent",
 		"# plugin.name=decoderbufs: no walrelay equivalent", "# producer.override.sasl.jaas.config=***: no walrelay equivalent",
 	} {
@@ -185,9 +185,20 @@ func TestImportDebeziumConverters(t *testing.T) {
 			"transforms.outbox.route.topic.regex": "(.*)", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
 			[]string{"tombstone-on-empty-payload: \"true\"\n", "record-timestamp: created-at\n", "column-created-at: ts\n", "column-envelope: a:b\n"},
 			[]string{"transforms.outbox.route.topic.regex=(.*)"}},
-		{"envelope with schemas", base + `, "value.converter": "org.apache.kafka.connect.json.JsonConverter", "transforms": "outbox",
+		// With schemas the envelope's schema is named after topic.prefix
+		// (EventRouterDelegate.getSchemaName), so the import carries it over.
+		{"envelope with schemas", base + `, "topic.prefix": "dbserver1", "value.converter": "org.apache.kafka.connect.json.JsonConverter", "transforms": "outbox",
+			"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
+			[]string{"value-converter: json\n", "value-converter-schemas-enable: \"true\"\n", "topic-prefix: dbserver1\n", "column-envelope: a:b\n"}, nil},
+		{"envelope with schemas before Debezium 2", base + `, "database.server.name": "inventory", "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+			"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
+			[]string{"topic-prefix: inventory\n", "column-envelope: a:b\n"}, nil},
+		{"envelope with schemas without topic.prefix", base + `, "value.converter": "org.apache.kafka.connect.json.JsonConverter", "transforms": "outbox",
 			"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
 			[]string{"value-converter: json\n"}, []string{"transforms.outbox.table.fields.additional.placement=a:envelope:b"}},
+		{"envelope with bytes", base + `, "topic.prefix": "dbserver1", "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter", "transforms": "outbox",
+			"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
+			[]string{"value-converter: bytearray\n"}, []string{"transforms.outbox.table.fields.additional.placement=a:envelope:b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, diffs, err := importDebezium(tc.name, []byte(tc.connector), tc.worker, nil)

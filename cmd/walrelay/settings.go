@@ -150,10 +150,12 @@ func newSettings() *settings {
 			set: func(v string) error { return setConverter(v, &b.Kafka.Format.ValueConverter) }},
 		{name: "value-converter-schemas-enable", usage: "json value converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ValueSchemas) }},
+		str("topic-prefix", "the Debezium connector's topic.prefix: column-envelope with value-converter-schemas-enable names the value's "+
+			"struct schema after it, topic-prefix.schema.table.aggregate_type.Value, as Debezium's outbox router does", &b.Kafka.Format.TopicPrefix),
 		{name: "tombstone-on-empty-payload", usage: "publish a NULL, empty or blank payload as a tombstone whatever the converter " +
 			"(Debezium's route.tombstone.on.empty.payload); otherwise only the string and bytearray converters make NULL a tombstone",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.TombstoneOnEmpty) }},
-		{name: "expand-json-payload", usage: "value-converter string or json without schemas: write a payload that starts with { as the struct " +
+		{name: "expand-json-payload", usage: "value-converter string or json: write a payload that starts with { as the struct " +
 			"Debezium's table.expand.json.payload parses it into (null fields and empty arrays dropped, numbers as Java writes them); " +
 			"a payload that does not parse stays as it is",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ExpandJSON.Enabled) }},
@@ -198,9 +200,9 @@ func newSettings() *settings {
 }
 
 // checkEnvelope refuses envelope columns where walrelay cannot write the router's
-// struct as Connect would: the JSON converter with schemas
-// (the struct's schema is named after the connector's topic prefix), the bytearray
-// converter (Connect's refuses a struct).
+// struct as Connect would: the JSON converter with schemas without a topic prefix
+// (the struct's schema is named after it), the bytearray converter (Connect's
+// refuses a struct).
 func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
 	for _, t := range tables {
 		if len(t.Columns.Envelope) == 0 {
@@ -209,9 +211,28 @@ func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
 		switch {
 		case sc.Kafka.Format.ValueConverter == record.ByteArray:
 			return fmt.Errorf("column-envelope (table %s) needs value-converter json or string: a struct has no bytes of its own", t.Table)
-		case sc.Kafka.Format.ValueSchemas:
-			return fmt.Errorf("column-envelope (table %s) with value-converter-schemas-enable is not supported; "+
-				"set value-converter-schemas-enable false or leave column-envelope empty", t.Table)
+		case sc.Kafka.Format.ValueSchemas && sc.Kafka.Format.TopicPrefix == "":
+			return fmt.Errorf("column-envelope (table %s) with value-converter-schemas-enable names the value's schema after "+
+				"the Debezium connector's topic.prefix; set topic-prefix to it, or value-converter-schemas-enable false", t.Table)
+		}
+	}
+	return nil
+}
+
+// setExpandedSchemaName names the schema of an expanded payload after the payload
+// column, as Debezium's router does (record.ExpandJSON.PayloadColumn). The name is
+// the sink's, so with value schemas every table must name the column alike.
+func setExpandedSchemaName(sc *sinks.Config, tables []relay.TableConfig) error {
+	x := &sc.Kafka.Format.ExpandJSON
+	for i, t := range tables {
+		if i == 0 {
+			x.PayloadColumn = t.Columns.Payload
+			continue
+		}
+		if x.Enabled && sc.Kafka.Format.ValueSchemas && t.Columns.Payload != x.PayloadColumn {
+			return fmt.Errorf("expand-json-payload with value-converter-schemas-enable names the payload's schema after column-payload, "+
+				"which is %s in table %s but %s in table %s; give the tables one payload column name, or set value-converter-schemas-enable false",
+				x.PayloadColumn, tables[0].Table, t.Columns.Payload, t.Table)
 		}
 	}
 	return nil
@@ -593,7 +614,8 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 		}
 	}
 	envelope := checkEnvelope(s.sinks, cfg.OutboxTables())
-	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, envelope, s.checkSQS(cfg)); err != nil {
+	expand := setExpandedSchemaName(&s.sinks, cfg.OutboxTables())
+	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, envelope, expand, s.checkSQS(cfg)); err != nil {
 		return cfg, err
 	}
 	s.logStartup(logger, cfg)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
 )
@@ -308,5 +309,29 @@ func TestStatusCode(t *testing.T) {
 		if got := relay.StatusExitCode(tc.problems); got != tc.want {
 			t.Errorf("StatusExitCode(%v) = %d, want %d", tc.problems, got, tc.want)
 		}
+	}
+}
+
+// Envelope columns with JSON value schemas need topic-prefix, which names the
+// struct's schema; the byte array converter cannot write a struct at all.
+func TestCheckEnvelope(t *testing.T) {
+	tables := []relay.TableConfig{{Table: "public.outbox", Columns: outbox.Columns{Envelope: []outbox.HeaderColumn{{Column: "a"}}}}}
+	for _, tc := range []struct {
+		name   string
+		format record.Format
+		want   string
+	}{
+		{"json schemas with prefix", record.Format{ValueConverter: record.JSON, ValueSchemas: true, TopicPrefix: "dbserver1"}, ""},
+		{"json schemas without prefix", record.Format{ValueConverter: record.JSON, ValueSchemas: true}, "set topic-prefix"},
+		{"bytearray", record.Format{ValueConverter: record.ByteArray}, "needs value-converter json or string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := sinks.DefaultConfig()
+			sc.Kafka.Format = tc.format
+			err := checkEnvelope(sc, tables)
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("checkEnvelope: %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
