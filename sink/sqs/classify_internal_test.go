@@ -17,6 +17,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
 )
 
 func apiErr(code string, fault smithy.ErrorFault) error {
@@ -113,15 +114,15 @@ func TestMessage(t *testing.T) {
 func TestCheckColumns(t *testing.T) {
 	cols := outbox.DefaultColumns()
 	cols.Headers = []outbox.HeaderColumn{{Column: "a"}, {Column: "b"}}
-	if err := CheckColumns(cols); err != nil {
+	if err := CheckRecordColumns(record.Format{}, cols); err != nil {
 		t.Errorf("two header columns and the trace column: %v", err)
 	}
 	cols.Headers = append(cols.Headers, outbox.HeaderColumn{Column: "c"})
-	if err := CheckColumns(cols); err == nil || !strings.Contains(err.Error(), "at most 2") {
+	if err := CheckRecordColumns(record.Format{}, cols); err == nil || !strings.Contains(err.Error(), "at most 2") {
 		t.Errorf("three header columns and the trace column: %v, want an error allowing 2", err)
 	}
 	cols.Trace = ""
-	if err := CheckColumns(cols); err != nil {
+	if err := CheckRecordColumns(record.Format{}, cols); err != nil {
 		t.Errorf("three header columns without a trace column: %v", err)
 	}
 	for tmpl, want := range map[string]string{"outbox-{aggregate_type}.fifo": "", "outbox": "", "outbox.event.{aggregate_type}": "'-' and '_' only",

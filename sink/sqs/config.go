@@ -146,11 +146,6 @@ func checkQueueName(name string) error {
 
 const fifoSuffix = ".fifo"
 
-// CheckColumns checks, before streaming, that the headers an outbox table can give
-// its events fit SQS's 10 message attributes with walrelay's own headers; see
-// CheckRecordColumns.
-func CheckColumns(cols outbox.Columns) error { return CheckRecordColumns(record.Format{}, cols) }
-
 // CheckRecordColumns checks, before streaming, that the headers an outbox table can
 // give its events under f fit SQS's 10 message attributes with the sink's own: the
 // record's own headers (five with walrelay's, the id alone with Debezium's),
