@@ -1,12 +1,10 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -271,13 +269,7 @@ func TestDebeziumConverters(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dbURL := testenv.Database(t)
-			kafka := testenv.Kafka(t)
-			brokers := kafka.ListenAddrs()
 			const topic = "outbox.event.order"
-			if err := kafka.CreateTopic(topic, 3, nil); err != nil {
-				t.Fatal(err)
-			}
 			typeColumn, typeValue := "type, ", "'OrderCreated', "
 			if tc.noType {
 				typeColumn, typeValue = "", ""
@@ -286,59 +278,27 @@ func TestDebeziumConverters(t *testing.T) {
 			if tc.nullType {
 				typeDecl = strings.ReplaceAll(typeColumn, ",", " varchar(255),")
 			}
-			execSQL(t, dbURL, `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-				aggregateid varchar(255) NOT NULL, `+typeDecl+`
-				payload jsonb, "timestamp" timestamp(6))`)
-			args := []string{"import-debezium", writeFile(t, "connector.json", fmt.Sprintf(connector, tc.options))}
-			if tc.worker != "" {
-				args = append(args[:1], "--worker", writeFile(t, "worker.properties", tc.worker), args[1])
-			}
-			imported := run(t, time.Minute, baseEnv(), args...)
-			if imported.code != 0 {
-				t.Fatalf("import-debezium: exit code %d\n%s", imported.code, imported.stderr)
-			}
-			slot := slotName(t, "")
-			env := relayEnv(dbURL, brokers, "WALRELAY_CONFIG="+writeFile(t, "walrelay.yaml", imported.stdout),
-				"WALRELAY_SLOT="+slot, "WALRELAY_PUBLICATION="+slot)
-			if res := run(t, time.Minute, env, "migrate"); res.code != 0 {
-				t.Fatalf("migrate: exit code %d\n%s\n%s", res.code, res.stdout, res.stderr)
-			}
-			conn := testenv.Connect(t, dbURL)
-			relay := startProc(t, "relay", env, "run")
-			waitStreaming(t, conn, slot, relay)
+			e := startDebeziumE2E(t, debeziumSetup{
+				table: `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+					aggregateid varchar(255) NOT NULL, ` + typeDecl + `
+					payload jsonb, "timestamp" timestamp(6))`,
+				connector: fmt.Sprintf(connector, tc.options), worker: tc.worker,
+				topics: []string{topic}, partitions: 3,
+			})
 			ids := make([]string, len(rows))
 			for i, r := range rows {
-				if err := conn.QueryRow(context.Background(), `INSERT INTO outbox (id, aggregatetype, aggregateid, `+typeColumn+`payload, "timestamp")
+				ids[i] = e.insert(`INSERT INTO outbox (id, aggregatetype, aggregateid, `+typeColumn+`payload, "timestamp")
 					VALUES (gen_random_uuid(), 'order', $1, `+typeValue+`$2, $3) RETURNING id::text`,
-					r.aggID, r.payload, routerTimestamp).Scan(&ids[i]); err != nil {
-					t.Fatal(err)
-				}
+					r.aggID, r.payload, routerTimestamp)
 			}
-			consumer := testenv.NewConsumer(t, brokers, `outbox\..*`)
-			if !consumer.WaitDistinct(60*time.Second, len(rows)) {
-				t.Fatalf("consumed %d distinct events, want %d", consumer.Distinct(), len(rows))
-			}
-			relay.stop(15 * time.Second)
-			// Poll mode publishes the same rows again (the stream left them unmarked);
-			// its records, read with the table's types, must be the stream's.
-			streamed := len(consumer.Records)
-			poll := startProc(t, "poller", append(env, "WALRELAY_MODE=poll", "WALRELAY_ON_PUBLISH=mark"), "run")
-			if !consumer.WaitFor(60*time.Second, func() bool {
-				for _, id := range ids {
-					if consumer.Count(id) < 2 {
-						return false
-					}
-				}
-				return true
-			}) {
-				t.Fatalf("poll mode published %d records, want the %d events again", len(consumer.Records)-streamed, len(rows))
-			}
-			poll.stop(15 * time.Second)
+			// The stream's records and poll mode's, read with the table's types, must
+			// both be Debezium's.
+			records := e.records(`outbox\..*`, ids)
 
 			hash := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
 			partition := func(key string) int32 { return int32(hash.Partition(&kgo.Record{Key: []byte(key)}, 3)) }
 			moved := 0
-			for _, r := range consumer.Records {
+			for _, r := range records {
 				i := slices.Index(ids, testenv.Header(r, "id"))
 				if i < 0 {
 					t.Errorf("record of no inserted row: headers %v", r.Headers)

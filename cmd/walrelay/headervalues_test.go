@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -30,33 +29,16 @@ func TestDebeziumHeaderValues(t *testing.T) {
 		"value.converter": "org.apache.kafka.connect.storage.StringConverter",
 		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
 		"transforms.outbox.table.fields.additional.placement": "urgent:header,at:header:occurredAt,local:header,day:header,ref:header,amount:header,tiny:header,note:header"}}`
-	const topic = "outbox.event.order"
-	dbURL := testenv.Database(t)
-	kafka := testenv.Kafka(t)
-	brokers := kafka.ListenAddrs()
-	if err := kafka.CreateTopic(topic, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	execSQL(t, dbURL, `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-		aggregateid varchar(255) NOT NULL, payload jsonb, urgent boolean, at timestamptz, local timestamp,
-		day date, ref uuid, amount numeric(10,2), tiny numeric(20,10), note text)`)
-	imported := run(t, time.Minute, baseEnv(), "import-debezium", writeFile(t, "connector.json", connector))
-	if imported.code != 0 {
-		t.Fatalf("import-debezium: exit code %d\n%s", imported.code, imported.stderr)
-	}
-	slot := slotName(t, "")
-	env := relayEnv(dbURL, brokers, "WALRELAY_CONFIG="+writeFile(t, "walrelay.yaml", imported.stdout),
-		"WALRELAY_SLOT="+slot, "WALRELAY_PUBLICATION="+slot)
-	if res := run(t, time.Minute, env, "migrate"); res.code != 0 {
-		t.Fatalf("migrate: exit code %d\n%s\n%s", res.code, res.stdout, res.stderr)
-	}
-	conn := testenv.Connect(t, dbURL)
+	e := startDebeziumE2E(t, debeziumSetup{
+		table: `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+			aggregateid varchar(255) NOT NULL, payload jsonb, urgent boolean, at timestamptz, local timestamp,
+			day date, ref uuid, amount numeric(10,2), tiny numeric(20,10), note text)`,
+		connector: connector, topics: []string{"outbox.event.order"}, partitions: 1,
+	})
 	// The session's time zone is not UTC: the header must be UTC all the same.
-	if _, err := conn.Exec(context.Background(), "SET TIME ZONE 'Europe/Berlin'"); err != nil {
+	if _, err := e.conn.Exec(context.Background(), "SET TIME ZONE 'Europe/Berlin'"); err != nil {
 		t.Fatal(err)
 	}
-	relay := startProc(t, "relay", env, "run")
-	waitStreaming(t, conn, slot, relay)
 	rows := []struct {
 		insert string
 		want   []string // key=value, key=<null>
@@ -71,30 +53,11 @@ func TestDebeziumHeaderValues(t *testing.T) {
 	}
 	ids := make([]string, len(rows))
 	for i, r := range rows {
-		if err := conn.QueryRow(context.Background(), `INSERT INTO outbox (id, aggregatetype, aggregateid, payload,
-			urgent, at, local, day, ref, amount, tiny, note) VALUES (gen_random_uuid(), 'order', 'ord-1', '{"n": 1}', `+r.insert+`)
-			RETURNING id::text`).Scan(&ids[i]); err != nil {
-			t.Fatal(err)
-		}
+		ids[i] = e.insert(`INSERT INTO outbox (id, aggregatetype, aggregateid, payload,
+			urgent, at, local, day, ref, amount, tiny, note) VALUES (gen_random_uuid(), 'order', 'ord-1', '{"n": 1}', ` + r.insert + `)
+			RETURNING id::text`)
 	}
-	consumer := testenv.NewConsumer(t, brokers, `outbox\..*`)
-	if !consumer.WaitDistinct(60*time.Second, len(rows)) {
-		t.Fatalf("consumed %d distinct events, want %d\n%s", consumer.Distinct(), len(rows), relay.output.String())
-	}
-	relay.stop(15 * time.Second)
-	poll := startProc(t, "poller", append(env, "WALRELAY_MODE=poll", "WALRELAY_ON_PUBLISH=mark"), "run")
-	if !consumer.WaitFor(60*time.Second, func() bool {
-		for _, id := range ids {
-			if consumer.Count(id) < 2 {
-				return false
-			}
-		}
-		return true
-	}) {
-		t.Fatalf("poll mode did not publish the %d events again", len(rows))
-	}
-	poll.stop(15 * time.Second)
-	for _, r := range consumer.Records {
+	for _, r := range e.records(`outbox\..*`, ids) {
 		i := slices.Index(ids, testenv.Header(r, "id"))
 		if i < 0 {
 			t.Errorf("record of no inserted row: headers %v", r.Headers)

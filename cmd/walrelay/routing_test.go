@@ -1,10 +1,8 @@
 package main_test
 
 import (
-	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -35,54 +33,21 @@ func TestDebeziumRouting(t *testing.T) {
 		{"OrderCreated", "Order.Created.events"}, {"CustomerShipped", "Customer.Shipped.events"},
 		{"OrderCreatedLate", "OrderCreatedLate"}, // no whole match: the value is the topic
 	}
-	dbURL := testenv.Database(t)
-	kafka := testenv.Kafka(t)
-	brokers := kafka.ListenAddrs()
-	for _, r := range rows {
-		if err := kafka.CreateTopic(r.topic, 1, nil); err != nil {
-			t.Fatal(err)
-		}
+	topics := make([]string, len(rows))
+	for i, r := range rows {
+		topics[i] = r.topic
 	}
-	execSQL(t, dbURL, `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
-		aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`)
-	imported := run(t, time.Minute, baseEnv(), "import-debezium", writeFile(t, "connector.json", connector))
-	if imported.code != 0 {
-		t.Fatalf("import-debezium: exit code %d\n%s", imported.code, imported.stderr)
-	}
-	slot := slotName(t, "")
-	env := relayEnv(dbURL, brokers, "WALRELAY_CONFIG="+writeFile(t, "walrelay.yaml", imported.stdout),
-		"WALRELAY_SLOT="+slot, "WALRELAY_PUBLICATION="+slot)
-	if res := run(t, time.Minute, env, "migrate"); res.code != 0 {
-		t.Fatalf("migrate: exit code %d\n%s\n%s", res.code, res.stdout, res.stderr)
-	}
-	conn := testenv.Connect(t, dbURL)
-	relay := startProc(t, "relay", env, "run")
-	waitStreaming(t, conn, slot, relay)
+	e := startDebeziumE2E(t, debeziumSetup{
+		table: `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+			aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb)`,
+		connector: connector, topics: topics, partitions: 1,
+	})
 	ids := make([]string, len(rows))
 	for i, r := range rows {
-		if err := conn.QueryRow(context.Background(), `INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
-			VALUES (gen_random_uuid(), 'order', 'ord-1', $1, '{"n": 1}') RETURNING id::text`, r.typ).Scan(&ids[i]); err != nil {
-			t.Fatal(err)
-		}
+		ids[i] = e.insert(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
+			VALUES (gen_random_uuid(), 'order', 'ord-1', $1, '{"n": 1}') RETURNING id::text`, r.typ)
 	}
-	consumer := testenv.NewConsumer(t, brokers, `.*`)
-	if !consumer.WaitDistinct(60*time.Second, len(rows)) {
-		t.Fatalf("consumed %d distinct events, want %d\n%s", consumer.Distinct(), len(rows), relay.output.String())
-	}
-	relay.stop(15 * time.Second)
-	poll := startProc(t, "poller", append(env, "WALRELAY_MODE=poll", "WALRELAY_ON_PUBLISH=mark"), "run")
-	if !consumer.WaitFor(60*time.Second, func() bool {
-		for _, id := range ids {
-			if consumer.Count(id) < 2 {
-				return false
-			}
-		}
-		return true
-	}) {
-		t.Fatalf("poll mode did not publish the %d events again", len(rows))
-	}
-	poll.stop(15 * time.Second)
-	for _, r := range consumer.Records {
+	for _, r := range e.records(`.*`, ids) {
 		i := slices.Index(ids, testenv.Header(r, "id"))
 		if i < 0 {
 			t.Errorf("record of no inserted row: headers %v", r.Headers)
