@@ -3,8 +3,6 @@ package relay_test
 import (
 	"context"
 	"errors"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,18 +17,10 @@ import (
 	"github.com/walrelay/walrelay/sink/kafka"
 )
 
-// standbyBinaries picks the server for the decoding-on-a-standby tests: the
-// version the matrix run asks for when it can decode on a standby, else 17, which
-// `make setup` installs.
+// standbyBinaries picks the server for the decoding-on-a-standby tests.
 func standbyBinaries(t testing.TB) string {
 	t.Helper()
-	major := "17"
-	if v := os.Getenv(pgcluster.VersionEnv); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n >= relay.StandbyDecodingMajor {
-			major = v
-		}
-	}
-	binDir, err := pgcluster.BinDirFor(major)
+	binDir, err := pgcluster.BinDirAtLeast(relay.StandbyDecodingMajor)
 	if tt, ok := t.(*testing.T); ok && err != nil {
 		needBinaries(tt, err)
 	} else if err != nil {

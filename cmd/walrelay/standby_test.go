@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,22 +16,15 @@ import (
 	"github.com/walrelay/walrelay/relay"
 )
 
-// standbyBinaries picks the server for decoding on a standby: the version the matrix
-// run asks for when it can decode on a standby, else 17, which `make setup` installs.
+// standbyBinaries picks the server for decoding on a standby.
 func standbyBinaries(t *testing.T) string {
 	t.Helper()
-	major := "17"
-	if v := os.Getenv(pgcluster.VersionEnv); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n >= relay.StandbyDecodingMajor {
-			major = v
-		}
-	}
-	binDir, err := pgcluster.BinDirFor(major)
+	binDir, err := pgcluster.BinDirAtLeast(relay.StandbyDecodingMajor)
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set, but this test needs PostgreSQL " + major + " binaries (make setup): " + err.Error())
+			t.Fatal("CI is set, but this test needs PostgreSQL binaries that decode on a standby (make setup): " + err.Error())
 		}
-		t.Skip("needs PostgreSQL " + major + " binaries (make setup): " + err.Error())
+		t.Skip("needs PostgreSQL binaries that decode on a standby (make setup): " + err.Error())
 	}
 	return binDir
 }

@@ -115,6 +115,24 @@ func BinDirFor(major string) (string, error) {
 		major, strings.Join(searched, ", "), ErrNoBinaries)
 }
 
+// setupMajor is the major version besides the machine's default that `make setup`
+// installs: the newest tested.
+const setupMajor = "17"
+
+// BinDirAtLeast finds server binaries of major version minMajor or later, for a
+// feature older servers lack (decoding on a hot standby, docs/postgresql.md): the
+// version $WALRELAY_PG_VERSION asks for when it is recent enough, so a matrix run
+// tests its own version where it can, else setupMajor. Errors are [BinDirFor]'s.
+func BinDirAtLeast(minMajor int) (string, error) {
+	major := setupMajor
+	if v := os.Getenv(VersionEnv); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= minMajor {
+			major = v
+		}
+	}
+	return BinDirFor(major)
+}
+
 func hasServerBinaries(dir string) bool {
 	for _, name := range []string{"initdb", "postgres"} {
 		fi, err := os.Stat(filepath.Join(dir, name))

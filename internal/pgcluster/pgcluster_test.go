@@ -314,6 +314,25 @@ func TestBinDirForFindsLocalInstall(t *testing.T) {
 	}
 }
 
+// BinDirAtLeast takes the version WALRELAY_PG_VERSION names when it is recent
+// enough, and `make setup`'s 17 otherwise, so a matrix run of an older version
+// still runs the tests that need a newer one.
+func TestBinDirAtLeast(t *testing.T) {
+	t.Setenv("WALRELAY_PG_MATRIX_DIR", "")
+	root := t.TempDir()
+	for _, major := range []string{"15", "17", "18"} {
+		fakeBinDir(t, filepath.Join(root, pgcluster.LocalDir, major, "bin"))
+	}
+	t.Chdir(root)
+	for _, tc := range []struct{ version, want string }{{"", "17"}, {"18", "18"}, {"15", "17"}, {"x", "17"}} {
+		t.Setenv(pgcluster.VersionEnv, tc.version)
+		want := filepath.Join(root, pgcluster.LocalDir, tc.want, "bin")
+		if got, err := pgcluster.BinDirAtLeast(16); err != nil || got != want {
+			t.Errorf("BinDirAtLeast(16) with %s=%q: %q, %v; want %q", pgcluster.VersionEnv, tc.version, got, err, want)
+		}
+	}
+}
+
 // A server of another major version than WALRELAY_PG_VERSION names fails Start, so
 // a matrix run cannot silently test the default PostgreSQL.
 func TestStartRefusesOtherMajorVersion(t *testing.T) {
