@@ -20,7 +20,7 @@ import (
 
 // primaryWithStandby starts a primary of its own and a physical standby of it, and
 // returns them with a two-host URL that always reaches the one that accepts writes.
-func primaryWithStandby(t *testing.T, ctx context.Context, binDir string, standbySettings map[string]string) (primary, standby *pgcluster.Cluster, url string) {
+func primaryWithStandby(t testing.TB, ctx context.Context, binDir string, standbySettings map[string]string) (primary, standby *pgcluster.Cluster, url string) {
 	t.Helper()
 	primary, _ = ownCluster(t, binDir, nil)
 	standby, err := primary.StartStandby(ctx, "standby1", standbySettings)
@@ -34,7 +34,7 @@ func primaryWithStandby(t *testing.T, ctx context.Context, binDir string, standb
 }
 
 // waitReplayed waits until the standby has replayed the primary's WAL up to now.
-func waitReplayed(t *testing.T, ctx context.Context, primary, standby *pgx.Conn) {
+func waitReplayed(t testing.TB, ctx context.Context, primary, standby *pgx.Conn) {
 	t.Helper()
 	target := testenv.CurrentLSN(t, primary)
 	waitFor(t, time.Minute, "the standby to replay "+target.String(), func() bool {

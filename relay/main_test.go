@@ -125,7 +125,7 @@ func aggregates(prefix string, n int) []string {
 // ownCluster starts a migrated PostgreSQL cluster for the test alone, from binDir
 // ("": the default binaries) with settings, and returns it and its URL: for tests
 // that restart or fail the server, tune it, or must not see other tests' WAL.
-func ownCluster(t *testing.T, binDir string, settings map[string]string) (*pgcluster.Cluster, string) {
+func ownCluster(t testing.TB, binDir string, settings map[string]string) (*pgcluster.Cluster, string) {
 	t.Helper()
 	if binDir == "" {
 		var err error
@@ -151,7 +151,7 @@ func ownCluster(t *testing.T, binDir string, settings map[string]string) (*pgclu
 
 // needBinaries fails the test under CI, and skips it elsewhere, for want of server
 // binaries.
-func needBinaries(t *testing.T, err error) {
+func needBinaries(t testing.TB, err error) {
 	t.Helper()
 	if os.Getenv("CI") != "" {
 		t.Fatal("CI is set, but this test needs local PostgreSQL binaries for clusters of its own: " + err.Error())

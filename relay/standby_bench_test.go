@@ -12,9 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
@@ -33,32 +31,15 @@ func BenchmarkStandbyDrain(b *testing.B) {
 func benchStandbyDrain(b *testing.B, fromStandby bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	binDir := standbyBinaries(b)
-	primary, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: binDir, Settings: map[string]string{"synchronous_commit": "on"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer primary.Close()
-	if _, err := migrations.Up(ctx, primary.URL("postgres"), nil); err != nil {
-		b.Fatal(err)
-	}
-	standby, err := primary.StartStandby(ctx, "standby1", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer standby.Close()
-	onPrimary := testenv.Connect(b, primary.URL("postgres"))
-	onStandby := testenv.Connect(b, standby.URL("postgres"))
-	broker := testenv.Kafka(b)
-	consumer := testenv.NewConsumer(b, broker.ListenAddrs(), `outbox\.event\..*`)
+	p := startStandbyPair(b, ctx, standbyBinaries(b))
 	cfg := relay.DefaultConfig()
-	cfg.DatabaseURL, cfg.Slot = primary.URL("postgres"), "bench"
+	cfg.DatabaseURL, cfg.Slot = p.primary.URL("postgres"), "bench"
 	if fromStandby {
-		cfg.DatabaseURL, cfg.PrimaryURL = standby.URL("postgres"), primary.URL("postgres")
+		cfg.DatabaseURL, cfg.PrimaryURL = p.standby.URL("postgres"), p.primary.URL("postgres")
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	run := func() (stop func()) {
-		snk, err := kafka.New(kafka.Config{Brokers: broker.ListenAddrs()})
+		snk, err := kafka.New(kafka.Config{Brokers: p.broker.ListenAddrs()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -81,35 +62,28 @@ func benchStandbyDrain(b *testing.B, fromStandby bool) {
 	}
 	// The slot exists and is idle before the backlog is written.
 	stop := run()
-	if !consumer.WaitDistinct(2*time.Minute, len(testenv.WriteTx(b, onPrimary, []string{"w"}, "warm", 1, false))) {
+	if !p.consumer.WaitDistinct(2*time.Minute, len(testenv.WriteTx(b, p.onPrimary, []string{"w"}, "warm", 1, false))) {
 		b.Fatal("the relay did not start")
 	}
 	stop()
 	for written := 0; written < b.N; written += 1000 {
-		if _, err := onPrimary.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		if _, err := p.onPrimary.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
 			SELECT 'order', 'agg-' || (g % 1000), 'order.created', jsonb_build_object('pad', repeat('x', 180))
 			FROM generate_series(1, $1) g`, min(1000, b.N-written)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	target := testenv.CurrentLSN(b, onPrimary)
-	if !testenv.Eventually(time.Minute, func() bool {
-		var done bool
-		err := onStandby.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn() >= $1::text::pg_lsn", target.String()).Scan(&done)
-		return err == nil && done
-	}) {
-		b.Fatal("the standby did not replay the backlog")
-	}
+	waitReplayed(b, ctx, p.onPrimary, p.onStandby)
 
-	primaryBefore, standbyBefore := walsenderCPU(b, onPrimary), walsenderCPU(b, onStandby)
+	primaryBefore, standbyBefore := walsenderCPU(b, p.onPrimary), walsenderCPU(b, p.onStandby)
 	b.ResetTimer()
 	stop = run()
-	if !consumer.WaitDistinct(5*time.Minute, b.N+1) {
-		b.Fatalf("delivered %d of %d", consumer.Distinct(), b.N+1)
+	if !p.consumer.WaitDistinct(5*time.Minute, b.N+1) {
+		b.Fatalf("delivered %d of %d", p.consumer.Distinct(), b.N+1)
 	}
 	b.StopTimer()
-	primaryCPU := walsenderCPU(b, onPrimary).since(primaryBefore)
-	standbyCPU := walsenderCPU(b, onStandby).since(standbyBefore)
+	primaryCPU := walsenderCPU(b, p.onPrimary).since(primaryBefore)
+	standbyCPU := walsenderCPU(b, p.onStandby).since(standbyBefore)
 	stop()
 	b.ReportMetric(float64(primaryCPU.Microseconds())/float64(b.N), "primary-walsender-µs/event")
 	b.ReportMetric(float64(standbyCPU.Microseconds())/float64(b.N), "standby-walsender-µs/event")
