@@ -32,7 +32,7 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 			b = append(b, v...)
 		}
 		if n, s, ok := f.expanded(e); ok {
-			field("payload", appendStruct(nil, n, s))
+			field("payload", structText.append(nil, n, s))
 		} else if !e.NullPayload {
 			field("payload", e.Payload)
 		}
@@ -52,7 +52,7 @@ func (f *Format) envelopeValue(e *outbox.Event) []byte {
 	b = append(b, `{"payload":`...)
 	plain := Format{ValueConverter: JSON} // the payload as its own field, no schema
 	if expanded {
-		b = appendJSON(b, n1, s1)
+		b = jsonText.append(b, n1, s1)
 	} else {
 		b = append(b, plain.jsonValue(e)...)
 	}

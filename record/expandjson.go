@@ -307,53 +307,33 @@ func (x ExpandJSON) expand(p []byte) (n *node, s *schema, ok bool) {
 	return n, s, true
 }
 
-// appendJSON writes the struct as JsonConverter (schemas.enable=false) does: every
-// field of the schema in its order, an absent or null one as null.
-func appendJSON(b []byte, n *node, s *schema) []byte {
-	if n == nil || n.kind == kBytes {
-		return append(b, "null"...)
-	}
-	switch s.kind {
-	case kString:
-		return appendJSONString(b, n.text)
-	case kBool:
-		return strconv.AppendBool(b, n.b)
-	case kInt32, kInt64:
-		return append(b, n.text...)
-	case kFloat64:
-		return appendJavaDouble(b, n.f)
-	case kArray:
-		b = append(b, '[')
-		for i, k := range n.kids {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSON(b, k, s.elem)
-		}
-		return append(b, ']')
-	}
-	b = append(b, '{')
-	for i, f := range s.fields {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, f.name)
-		b = append(b, ':')
-		b = appendJSON(b, n.member(f.name), f.s)
-	}
-	return append(b, '}')
+// valueText is how a value converter writes an expanded payload. Both walk the
+// schema alike: every field in the schema's order, looked up in the document.
+type valueText struct {
+	quote     bool   // strings and field names as JSON strings
+	open      string // before a struct's fields
+	assign    byte   // between a field's name and its value
+	listSep   string // between an array's elements
+	skipNulls bool   // an absent or null field is left out rather than written null
 }
 
-// appendStruct writes the struct as Kafka's Struct.toString does, which the String
-// converter calls: Struct{name=value,...} without the null fields, lists as Java's
-// [a, b], doubles as Java's Double.toString.
-func appendStruct(b []byte, n *node, s *schema) []byte {
+var (
+	// jsonText is JsonConverter (schemas.enable=false): every field of the schema,
+	// an absent or null one as null.
+	jsonText = valueText{quote: true, open: "{", assign: ':', listSep: ","}
+	// structText is Kafka's Struct.toString, which the String converter calls:
+	// Struct{name=value,...} without the null fields, lists as Java's [a, b].
+	structText = valueText{open: "Struct{", assign: '=', listSep: ", ", skipNulls: true}
+)
+
+// append writes the struct n of schema s; doubles as Java's Double.toString.
+func (t valueText) append(b []byte, n *node, s *schema) []byte {
 	if n == nil || n.kind == kBytes {
 		return append(b, "null"...)
 	}
 	switch s.kind {
 	case kString:
-		return append(b, n.text...)
+		return t.appendString(b, n.text)
 	case kBool:
 		return strconv.AppendBool(b, n.b)
 	case kInt32, kInt64:
@@ -364,28 +344,34 @@ func appendStruct(b []byte, n *node, s *schema) []byte {
 		b = append(b, '[')
 		for i, k := range n.kids {
 			if i > 0 {
-				b = append(b, ", "...)
+				b = append(b, t.listSep...)
 			}
-			b = appendStruct(b, k, s.elem)
+			b = t.append(b, k, s.elem)
 		}
 		return append(b, ']')
 	}
-	b = append(b, "Struct{"...)
+	b = append(b, t.open...)
 	first := true
 	for _, f := range s.fields {
 		k := n.member(f.name)
-		if k == nil || k.kind == kBytes {
+		if t.skipNulls && (k == nil || k.kind == kBytes) {
 			continue
 		}
 		if !first {
 			b = append(b, ',')
 		}
 		first = false
-		b = append(b, f.name...)
-		b = append(b, '=')
-		b = appendStruct(b, k, f.s)
+		b = append(t.appendString(b, f.name), t.assign)
+		b = t.append(b, k, f.s)
 	}
 	return append(b, '}')
+}
+
+func (t valueText) appendString(b []byte, s string) []byte {
+	if t.quote {
+		return appendJSONString(b, s)
+	}
+	return append(b, s...)
 }
 
 // appendJavaDouble writes f as Java's Double.toString, which Jackson and

@@ -107,11 +107,11 @@ func (f *Format) Value(e *outbox.Event) (value []byte, tombstone bool) {
 					b = append(b, `{"schema":`...)
 					b = appendSchema(b, s, f.ExpandJSON.PayloadColumn, true)
 					b = append(b, `,"payload":`...)
-					return append(appendJSON(b, n, s), '}'), false
+					return append(jsonText.append(b, n, s), '}'), false
 				}
-				return appendJSON(b, n, s), false
+				return jsonText.append(b, n, s), false
 			}
-			return appendStruct(make([]byte, 0, len(e.Payload)+16), n, s), false
+			return structText.append(make([]byte, 0, len(e.Payload)+16), n, s), false
 		}
 	}
 	if f.ValueConverter != JSON {
