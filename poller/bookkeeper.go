@@ -372,7 +372,7 @@ func (b *Bookkeeper) commit(ctx context.Context, parts []part) error {
 				return err
 			}
 		}
-		if p.dead, err = store.RecordFailures(ctx, tx, p.failures); err != nil {
+		if p.dead, _, err = store.RecordFailures(ctx, tx, p.failures); err != nil {
 			return err
 		}
 		if p.foundDead, err = store.DeadLetter(ctx, tx, p.unpublishable); err != nil {

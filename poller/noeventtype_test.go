@@ -37,7 +37,7 @@ func TestTableWithoutEventType(t *testing.T) {
 	store := poller.NewStore(pool, shape, poller.Policy{MaxAttempts: 3, BackoffMin: time.Second, BackoffMax: time.Minute})
 	failed := &outbox.Event{ID: "6f1c6a2e-3c6b-4f0e-9a53-0c4b1b7e2a10", AggregateType: "order", AggregateID: "1", Payload: []byte(`{"n": 1}`)}
 	dead := &outbox.Event{ID: "9b2e4c1d-8a7f-4e3b-b6d5-2f1a0c9e8d70", AggregateType: "order", AggregateID: "2", Payload: []byte(`{"n": 2}`)}
-	if _, err := store.RecordFailures(ctx, pool, []poller.Failure{{Event: failed, Err: errors.New("refused")}}); err != nil {
+	if _, _, err := store.RecordFailures(ctx, pool, []poller.Failure{{Event: failed, Err: errors.New("refused")}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.InsertDeadLetter(ctx, dead, errors.New("malformed")); err != nil {

@@ -82,6 +82,9 @@ type BatchResult struct {
 	Published, Deferred int
 	FailedEventTypes    []string // one per failed attempt
 	Duration            time.Duration
+	// Retry is when the rows this poll scheduled for a retry are due, counted from
+	// the poll's start.
+	Retry RetryWindow
 }
 
 // New returns a poller; it starts nothing.
@@ -184,10 +187,13 @@ func (p *Poller) Run(ctx context.Context) error {
 
 // loop is one worker of Run. A worker that settled rows wakes the others: rows it
 // held may have kept their aggregates' later rows from them (a worker that found
-// its candidates held back waits), and those are due now.
+// its candidates held back waits), and those are due now. A worker that scheduled
+// retries waits no longer than until the first of them is due, then the last: a
+// backoff shorter than Interval is kept.
 func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan struct{}) {
 	retry := backoff.New(p.cfg.Interval, 30*time.Second)
 	idle := p.cfg.Interval // the wait after a poll that found nothing (Config.IdleMax)
+	var due retriesDue
 	for {
 		if p.cfg.Paused != nil && p.cfg.Paused() {
 			if !sleepOrWake(ctx, p.cfg.Interval, wake) {
@@ -195,10 +201,12 @@ func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan stru
 			}
 			continue
 		}
+		started := time.Now()
 		res, err := p.Poll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		due = due.after(started, res.Retry)
 		if err != nil && p.cfg.OnError != nil {
 			p.cfg.OnError(err)
 		} else if err == nil && p.cfg.OnBatch != nil {
@@ -222,6 +230,9 @@ func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan stru
 			retry.Reset()
 			idle = p.cfg.Interval
 		}
+		if !due.next.IsZero() {
+			delay = min(delay, max(time.Until(due.next), 0))
+		}
 		timer := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
@@ -233,6 +244,34 @@ func (p *Poller) loop(ctx context.Context, wake <-chan struct{}, all []chan stru
 		}
 		timer.Stop()
 	}
+}
+
+// retriesDue is when a worker's scheduled retries are due: next, when it polls
+// again, and last, when the last of them is (zero: none). The rows due between
+// are the last wake's, which errs late by at most the spread of their backoffs.
+type retriesDue struct{ next, last time.Time }
+
+// after folds in a poll that began at started and scheduled the retries w. A poll
+// that began once a due time had come saw those rows due. w counts from the poll's
+// transaction's start, a moment before now: adding it to now errs late by the
+// poll's length, never early.
+func (r retriesDue) after(started time.Time, w RetryWindow) retriesDue {
+	switch {
+	case !r.last.IsZero() && !started.Before(r.last):
+		r = retriesDue{}
+	case !r.next.IsZero() && !started.Before(r.next):
+		r.next = r.last
+	}
+	if w.Last > 0 {
+		now := time.Now()
+		if first := now.Add(w.First); r.next.IsZero() || first.Before(r.next) {
+			r.next = first
+		}
+		if last := now.Add(w.Last); last.After(r.last) {
+			r.last = last
+		}
+	}
+	return r
 }
 
 // sleepOrWake waits d or until woken, and reports false when ctx ended.
@@ -325,7 +364,7 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 	if err := p.store.PublishedLocked(ctx, tx, p.cfg.OnPublish, published, positions); err != nil {
 		return res, err
 	}
-	dead, err := p.store.RecordFailures(ctx, tx, failures)
+	dead, retry, err := p.store.RecordFailures(ctx, tx, failures)
 	if err != nil {
 		return res, err
 	}
@@ -339,7 +378,7 @@ func (p *Poller) Poll(ctx context.Context) (BatchResult, error) {
 		}
 	}
 	p.countUnpublishable(unpublishable)
-	res.Published, res.Duration = len(published), time.Since(started)
+	res.Published, res.Duration, res.Retry = len(published), time.Since(started), retry
 	if brokerErr != nil {
 		return res, fmt.Errorf("broker unavailable for %d events: %w", res.Deferred, brokerErr)
 	}

@@ -56,7 +56,7 @@ func (s *Store) recordFailureSQL() string {
 				retry_after = now() + make_interval(secs =>
 					least($8::float8, $7::float8 * power(2, o.attempts)) * (0.5 + random() / 2)),
 				dead_lettered_at = CASE WHEN o.attempts + 1 >= $9 THEN now() END
-			RETURNING attempts, dead_lettered_at IS NOT NULL`
+			RETURNING attempts, dead_lettered_at IS NOT NULL, extract(epoch FROM retry_after - now())::float8`
 }
 
 // rowColumns are the column list and the values of an event's row in an INSERT:
@@ -152,12 +152,12 @@ type Failure struct {
 // publication; it always sets retry_after, which is how the stream tells it from
 // an application's insert and leaves it to the poller (decoder.KindHandedOver):
 // streaming it would be an extra attempt at once, ignoring the backoff.
-func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failure) ([]DeadLettered, error) {
+// due is when the rows it scheduled for a retry are due again.
+func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failure) (dead []DeadLettered, due RetryWindow, err error) {
 	if len(failures) == 0 {
-		return nil, nil
+		return nil, RetryWindow{}, nil
 	}
 	batch := &pgx.Batch{}
-	var dead []DeadLettered
 	for _, f := range failures {
 		maxAttempts := s.policy.MaxAttempts
 		if f.Final {
@@ -168,19 +168,38 @@ func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failur
 		batch.Queue(s.record, append(args, s.rowTail(f.Event)...)...).QueryRow(func(row pgx.Row) error {
 			var attempts int
 			var isDead bool
-			if err := row.Scan(&attempts, &isDead); err != nil {
+			var backoff float64
+			if err := row.Scan(&attempts, &isDead, &backoff); err != nil {
 				return err
 			}
 			if isDead {
 				dead = append(dead, DeadLettered{Event: f.Event, Table: s.qualified, Attempts: attempts, Err: f.Err})
+			} else {
+				due = due.add(time.Duration(backoff * float64(time.Second)))
 			}
 			return nil
 		})
 	}
 	if err := q.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("record failed attempts: %w", err)
+		return nil, RetryWindow{}, fmt.Errorf("record failed attempts: %w", err)
 	}
-	return dead, nil
+	return dead, due, nil
+}
+
+// RetryWindow is when the rows scheduled for a retry are due, counted from the
+// start of the transaction that scheduled them, on the server's clock: the first
+// and the last. Zero: none was scheduled.
+type RetryWindow struct{ First, Last time.Duration }
+
+// add widens the window to a row due in d (at least a nanosecond: a row due at
+// once was still scheduled).
+func (w RetryWindow) add(d time.Duration) RetryWindow {
+	d = max(d, time.Nanosecond)
+	if w.First == 0 || d < w.First {
+		w.First = d
+	}
+	w.Last = max(w.Last, d)
+	return w
 }
 
 // DeadLetter makes rows dead letters at once, with the failure as the reason: rows
