@@ -8,17 +8,23 @@ import (
 )
 
 // Read batching. A relay that keeps up with the walsender wakes for every few
-// messages the kernel has: a read, a park on the poller and a wake-up for each
-// kilobyte or two. While the stream is fast, the socket's receive low-water mark
-// (SO_RCVLOWAT) makes the kernel hold bytes back until batchBytes are there, so each
-// wake-up reads tens of messages instead (it cut relay CPU per event by a quarter or
-// more in the backlog drain; see BENCHMARKS.md). The price is latency, so batching is
-// on only while the bytes arrive fast enough to fill a batch in half of batchWait, and
-// the read deadline lets no read wait more than batchWait past the last clock reading.
+// messages the kernel has: a read, a park on the poller and a wake-up, which cost
+// far more than decoding the messages. While bytes arrive steadily, the socket's
+// receive low-water mark (SO_RCVLOWAT) makes the kernel hold them back until
+// batchBytes are there, and the read deadline wakes the stream batchWait after the
+// last clock reading at the latest: a fast stream (a backlog drain) is read 16 KiB at
+// a time, a moderate one (thousands of small transactions a second) once per
+// batchWait, all the transactions of that time in one wake-up. Both cut relay CPU per
+// event (docs/performance.md, "Moderate rates"). The price is up to batchWait of
+// latency, so batching is on only while the bytes of a rate window arrive at onRate
+// or faster, and off again below a quarter of it: a slow stream is read as it comes.
 const (
 	batchBytes = 16 << 10
 	// batchWait bounds how long a batching read may hold back the bytes it has.
 	batchWait = 2 * time.Millisecond
+	// onRate is the arrival rate, in bytes a second, from which batching is on:
+	// about 2,000 single-event transactions a second, four or more per batchWait.
+	onRate = 1 << 20
 	// rateWindow is the shortest time the arrival rate is measured over, so that
 	// one burst, or one pause of the walsender, does not switch the mode.
 	rateWindow = 10 * time.Millisecond
@@ -48,14 +54,14 @@ func newReadBatching(c net.Conn) *readBatching {
 func (b *readBatching) received(n int) { b.windowBytes += n }
 
 // observe is called when the stream reads the clock. It turns batching on when the
-// bytes of the last rateWindow would fill two batches per batchWait, and off below a
-// quarter of that, so the rate has to change a lot before the mode does.
+// bytes of the last rateWindow came at onRate or faster, and off below a quarter of
+// that, so the rate has to change a lot before the mode does.
 func (b *readBatching) observe(now time.Time) {
 	elapsed := now.Sub(b.windowStart)
 	if elapsed < rateWindow {
 		return
 	}
-	onAt := 2 * batchBytes * int64(elapsed) / int64(batchWait) // bytes in elapsed at the on rate
+	onAt := onRate * int64(elapsed) / int64(time.Second) // bytes in elapsed at onRate
 	switch got := int64(b.windowBytes); {
 	case got >= onAt:
 		b.set(true)

@@ -51,9 +51,9 @@ func TestBatchingFollowsTheArrivalRate(t *testing.T) {
 	if d := b.deadline(start, start.Add(time.Second)); d != start.Add(batchWait) {
 		t.Fatalf("batching deadline %v after the clock, want %v", d.Sub(start), batchWait)
 	}
-	// half the threshold rate (a batch per batchWait): stays on (hysteresis)
+	// half of onRate: stays on (hysteresis)
 	now := start.Add(rateWindow)
-	b.received(batchBytes * int(rateWindow/batchWait))
+	b.received(onRate / 2 * int(rateWindow) / int(time.Second))
 	now = now.Add(rateWindow)
 	b.observe(now)
 	if !b.on {
@@ -67,6 +67,21 @@ func TestBatchingFollowsTheArrivalRate(t *testing.T) {
 	}
 	if d := b.deadline(now, now.Add(time.Second)); d != now.Add(time.Second) {
 		t.Fatal("unbatched deadline is not the status timer")
+	}
+	// a moderate stream: 5,000 transactions of 470 bytes a second (2.3 MB/s) turns
+	// it on, 1,000 (470 kB/s) does not, from off
+	for _, c := range []struct {
+		perSecond int
+		on        bool
+	}{{1000 * 470, false}, {5000 * 470, true}} {
+		b.set(false)
+		b.windowStart = now
+		b.received(c.perSecond * int(rateWindow) / int(time.Second))
+		now = now.Add(rateWindow)
+		b.observe(now)
+		if b.on != c.on {
+			t.Errorf("%d bytes/s: batching on %v, want %v", c.perSecond, b.on, c.on)
+		}
 	}
 }
 

@@ -154,7 +154,7 @@ func (s *stream) run(ctx context.Context) error {
 		if sinceClock >= clockEvery {
 			sinceClock = 0
 			clock = time.Now()
-			s.batch.observe(clock)
+			s.observeRate(clock)
 			if !clock.Before(nextStatus) {
 				if err := s.h.Tick(ctx); err != nil {
 					return err
@@ -217,6 +217,16 @@ func (s *stream) run(ctx context.Context) error {
 		if err := s.handle(live, msg); err != nil {
 			return err
 		}
+	}
+}
+
+// observeRate lets read batching follow the arrival rate, and says so at debug level
+// when the mode changes (rarely: the rate has to change a lot).
+func (s *stream) observeRate(now time.Time) {
+	was := s.batch.on
+	s.batch.observe(now)
+	if s.batch.on != was && s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		s.cfg.Logger.Debug("read batching", "on", s.batch.on, "slot", s.cfg.Slot)
 	}
 }
 

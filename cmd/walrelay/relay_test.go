@@ -245,12 +245,24 @@ func TestCrashLosesNothing(t *testing.T) {
 	})
 	second.stop(15 * time.Second)
 
+	lost, unknown := checkDeliveries(t, consumer, written)
+
+	duplicates := len(consumer.Records) - consumer.Distinct()
+	t.Logf("crash summary: written %d, delivered %d records (%d distinct), duplicates %d, lost %d, unknown %d; killed at %d consumed / %d committed",
+		len(written), len(consumer.Records), consumer.Distinct(), duplicates, lost, unknown, seenAtKill, writtenAtKill)
+}
+
+// checkDeliveries checks what the consumer got against the events written, in commit
+// order: every event delivered, none unknown, each on its aggregate's key, topic
+// outbox.event.order and one partition per aggregate, and the first deliveries of
+// each aggregate in commit order. It returns the lost and unknown counts.
+func checkDeliveries(t *testing.T, consumer *testenv.Consumer, written []outbox.Event) (lost, unknown int) {
+	t.Helper()
 	// Nothing lost, nothing unknown.
 	want := make(map[string]outbox.Event, len(written))
 	for _, ev := range written {
 		want[ev.ID] = ev
 	}
-	lost := 0
 	for _, ev := range written {
 		if consumer.Count(ev.ID) == 0 {
 			lost++
@@ -273,7 +285,6 @@ func TestCrashLosesNothing(t *testing.T) {
 	gotOrder := map[string][]string{}
 	seen := map[string]bool{}
 	partition := map[string]int32{}
-	unknown := 0
 	for _, r := range consumer.Records {
 		id := testenv.Header(r, "id")
 		ev, ok := want[id]
@@ -310,9 +321,7 @@ func TestCrashLosesNothing(t *testing.T) {
 		}
 	}
 
-	duplicates := len(consumer.Records) - consumer.Distinct()
-	t.Logf("crash summary: written %d, delivered %d records (%d distinct), duplicates %d, lost %d, unknown %d; killed at %d consumed / %d committed",
-		len(written), len(consumer.Records), consumer.Distinct(), duplicates, lost, unknown, seenAtKill, writtenAtKill)
+	return lost, unknown
 }
 
 // writeTx writes one event per aggregate in aggs in one transaction and commits it,

@@ -64,7 +64,9 @@ type latencyResult struct {
 	Held           bool    `json:"held"`
 
 	RelayCPUMicrosPerEvent float64 `json:"relay_cpu_us_per_event"`
-	RelayRSSKiB            int64   `json:"relay_rss_kib"` // at the end of the step
+	// RelayWakeups: the relay's read and write system calls and context switches.
+	RelayWakeups wakeupsPerEvent `json:"relay_wakeups_per_event"`
+	RelayRSSKiB  int64           `json:"relay_rss_kib"` // at the end of the step
 	// The walsender's and the whole PostgreSQL server's (commits included) CPU per
 	// event, so that a tail can be put where the CPU went.
 	WalsenderCPUMicrosPerEvent float64 `json:"walsender_cpu_us_per_event"`
@@ -298,6 +300,7 @@ func (e *env) runLatency(ctx context.Context, run relayRun) (out []latencyResult
 		cpu0, _ := cpuSeconds(rp.pid())
 		wsPID := walsenderPID(ctx, mon, run.slot)
 		ws0, _ := cpuSeconds(wsPID)
+		wake0, _ := readWakeups(rp.pid())
 		pg0, broker0 := e.postgresCPU(), brokerCPU(e)
 		self0, _ := cpuSeconds(os.Getpid())
 		machine := readMachineCPU()
@@ -374,6 +377,7 @@ func (e *env) runLatency(ctx context.Context, run relayRun) (out []latencyResult
 			progress("  not everything came back within 2 minutes: %d of %d", t.consumed.Load(), committedSoFar)
 		}
 		cpu1, _ := cpuSeconds(rp.pid())
+		wake1, wakeErr := readWakeups(rp.pid())
 		res.RelayRSSKiB, _ = statusKB(rp.pid(), "VmRSS")
 		ws1, _ := cpuSeconds(wsPID)
 		pg1, broker1 := e.postgresCPU(), brokerCPU(e)
@@ -383,6 +387,9 @@ func (e *env) runLatency(ctx context.Context, run relayRun) (out []latencyResult
 		if res.Committed > 0 {
 			perEvent := func(s float64) float64 { return s / float64(res.Committed) * 1e6 }
 			res.RelayCPUMicrosPerEvent = perEvent(cpu1 - cpu0)
+			if wakeErr == nil {
+				res.RelayWakeups = wake1.perEvent(wake0, res.Committed)
+			}
 			if wsPID != 0 {
 				res.WalsenderCPUMicrosPerEvent = perEvent(ws1 - ws0)
 			}

@@ -172,9 +172,12 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AllowAutoTopicCreation(),
 		kgo.ClientID("walrelay"),
-		// Measured: 1ms instead of franz-go's 10ms cut p50 commit-to-consume at
-		// 5,000 events/s from 5.5ms to 0.9ms; under load batches form anyway.
-		kgo.ProducerLinger(time.Millisecond),
+		// A produce request is a wake-up cycle of several goroutines; at moderate
+		// rates the relay's CPU goes with the cycles, not the records. 3ms instead of
+		// 1ms cut produce writes per event by about 40% and relay CPU per event by
+		// 10-15% at 1,000 and 5,000 events/s, for about 2.5ms more commit to consume
+		// (docs/performance.md, "Moderate rates"); franz-go's 10ms cost 5ms at p50.
+		kgo.ProducerLinger(3 * time.Millisecond),
 		comp,
 	}
 	if cfg.MaxBufferedEvents > 0 {
