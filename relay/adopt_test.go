@@ -11,7 +11,7 @@ import (
 )
 
 // dropSlot drops a slot once the walsender of a stopped relay let go of it.
-func dropSlot(t *testing.T, conn *pgx.Conn, slot string) {
+func dropSlot(t testing.TB, conn *pgx.Conn, slot string) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "the walsender to release slot "+slot, func() bool {
 		return count(t, conn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", slot) == 0

@@ -36,7 +36,7 @@ func debeziumTable(t *testing.T, conn *pgx.Conn, name string) {
 	execSQL(t, conn, addBookkeeping(name))
 }
 
-func execSQL(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
+func execSQL(t testing.TB, conn *pgx.Conn, sql string, args ...any) {
 	t.Helper()
 	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)

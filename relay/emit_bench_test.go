@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/pgcluster"
@@ -17,6 +22,7 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
 
@@ -25,7 +31,11 @@ import (
 // transaction, 1,000 aggregates) written while the relay is stopped, then drained.
 // It reports the WAL the application's transactions wrote per event, the WAL the
 // relay caused per event while draining (its bookkeeping, until its graceful stop),
-// and the drain rate. A cluster of its own, so that no other test's WAL counts.
+// and the drain rate. After the relay, pg_recvlogical drains the same backlog from a
+// slot created beside the relay's, with the relay's pgoutput options, into
+// /dev/null: the one slot's ceiling for that kind of event, and the relay's share of
+// it (docs/performance.md "Table-less outbox against the table"). A cluster of its
+// own, so that no other test's WAL counts.
 func BenchmarkTablelessOutbox(b *testing.B) {
 	binDir, err := pgcluster.BinDir()
 	if err != nil {
@@ -38,6 +48,10 @@ func BenchmarkTablelessOutbox(b *testing.B) {
 	}
 	b.Cleanup(func() { pg.Close() })
 	dbURL := pg.URL("postgres")
+	recvlogical := filepath.Join(pg.BinDir(), "pg_recvlogical")
+	if _, err := os.Stat(recvlogical); err != nil {
+		b.Skip("needs pg_recvlogical beside the server binaries: " + err.Error())
+	}
 	if _, err := migrations.Up(ctx, dbURL, nil); err != nil {
 		b.Fatal(err)
 	}
@@ -51,13 +65,14 @@ func BenchmarkTablelessOutbox(b *testing.B) {
 		{"emit", true, poller.Mark},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			benchBacklog(b, dbURL, "bench_"+strings.ReplaceAll(c.name, "-", "_"), c.emit, c.mode)
+			benchBacklog(b, pg, "bench_"+strings.ReplaceAll(c.name, "-", "_"), c.emit, c.mode)
 		})
 	}
 }
 
-func benchBacklog(b *testing.B, dbURL, slot string, emit bool, mode poller.OnPublish) {
+func benchBacklog(b *testing.B, pg *pgcluster.Cluster, slot string, emit bool, mode poller.OnPublish) {
 	ctx := context.Background()
+	dbURL := pg.URL("postgres")
 	conn := testenv.Connect(b, dbURL)
 	if _, err := conn.Exec(ctx, "TRUNCATE outbox_events"); err != nil {
 		b.Fatal(err)
@@ -97,6 +112,10 @@ func benchBacklog(b *testing.B, dbURL, slot string, emit bool, mode poller.OnPub
 	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
 		b.Fatal(err)
 	}
+	recvSlot := slot + "_recv" // from here on: the backlog, as the relay's slot
+	if _, err := conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", recvSlot); err != nil {
+		b.Fatal(err)
+	}
 
 	b.ResetTimer()
 	b.StopTimer()
@@ -118,10 +137,41 @@ func benchBacklog(b *testing.B, dbURL, slot string, emit bool, mode poller.OnPub
 	}
 	b.StopTimer()
 	stop()
+	// The next case's slot streams the same table: this one lets go of it.
+	defer execSQL(b, conn, "DELETE FROM walrelay_table_slots WHERE slot_name = $1", slot)
+	defer dropSlot(b, conn, slot)
 	relayWAL := testenv.CurrentLSN(b, conn) - written
+	relayRate := float64(b.N) / b.Elapsed().Seconds()
+	recvRate := float64(b.N) / drainRecvlogical(b, pg, recvSlot, written).Seconds()
+	if _, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", recvSlot); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportMetric(float64(written-before)/float64(b.N), "WAL-B/event")
 	b.ReportMetric(float64(relayWAL)/float64(b.N), "relay-WAL-B/event")
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(relayRate, "events/s")
+	b.ReportMetric(recvRate, "recvlogical-events/s")
+	b.ReportMetric(relayRate/recvRate, "of-recvlogical")
+}
+
+// drainRecvlogical streams slot with pg_recvlogical into /dev/null up to end, with
+// the options the relay starts replication with (replication.Conn.Stream: protocol
+// 1, the walrelay publication, logical messages where the server has them), and
+// returns how long it took.
+func drainRecvlogical(b *testing.B, pg *pgcluster.Cluster, slot string, end pglogrepl.LSN) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(pg.Port()), "-U", "postgres", "-d", "postgres",
+		"--slot", slot, "--start", "--no-loop", "--endpos", end.String(), "-f", "/dev/null",
+		"-P", "pgoutput", "-o", "proto_version=1", "-o", "publication_names=walrelay"}
+	if pg.ServerVersionNum() >= replication.MessagesMajor*10000 {
+		args = append(args, "-o", "messages=true")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(pg.BinDir(), "pg_recvlogical"), args...)
+	started := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("pg_recvlogical: %v: %s", err, out)
+	}
+	return time.Since(started)
 }
 
 // emitBatch emits n events in one transaction, in one round trip.

@@ -40,7 +40,7 @@ func retirePublished(t *testing.T, dbURL string, olderThan time.Duration, batch 
 }
 
 // count runs a count query.
-func count(t *testing.T, conn *pgx.Conn, query string, args ...any) int {
+func count(t testing.TB, conn *pgx.Conn, query string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := conn.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
