@@ -69,7 +69,8 @@ test-race: setup
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
 
 # bench: decoder cost per message, WAL and throughput per --on-publish mode and for the
-# table-less outbox against the table, the SQS and Pub/Sub sinks' drains against their test
+# table-less outbox against the table, the relay's work per single-event transaction and
+# per status interval, the SQS and Pub/Sub sinks' drains against their test
 # servers' ceilings, then the harness: the goals side by side, the cost by load (idle,
 # each rate, the backlog), drain, latency, modes and pgoutput options (BENCHMARKS.md).
 bench: setup
@@ -79,6 +80,8 @@ bench: setup
 	$(GO) test -run XXX -bench PollBookkeeping -benchtime 20000x ./poller/
 	$(GO) test -run XXX -bench TablelessOutbox -benchtime 50000x ./relay/
 	$(GO) test -run XXX -bench StandbyDrain -benchtime 200000x ./relay/
+	$(GO) test -run XXX -bench 'Transaction$$' -benchtime 1000000x -benchmem ./relay/
+	$(GO) test -run XXX -bench StatusIntervalWork -benchtime 2000x ./relay/
 	$(GO) test -run XXX -bench Drain -benchtime 20000x ./sink/sqs/
 	$(GO) test -run XXX -bench Drain -benchtime 50000x ./sink/pubsub/
 	$(GO) run ./internal/bench -out bench-results.json -md bench-results.md

@@ -123,7 +123,7 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 			continue
 		}
 		size := ev.Size()
-		pub.publish(ev, position{}, wm.Track(size), size)
+		pub.publish(&ev, position{}, wm.Track(size), size)
 		*n++
 	}
 	if err := rows.Err(); err != nil {

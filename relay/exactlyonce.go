@@ -75,7 +75,8 @@ type eoPending struct {
 	sent    *ackEpoch  // when it was produced; answered at the Kafka commit (ackclock.go)
 }
 
-func (p *exactlyOnce) event(ev outbox.Event, at position, txn *replication.Txn, size int) error {
+func (p *exactlyOnce) event(decoded *outbox.Event, at position, txn *replication.Txn, size int) error {
+	ev := *decoded // kept until the Kafka commit
 	p.reached = sink.Position{LSN: at.lsn, Events: at.idx + 1, Origin: p.origin}
 	if p.done.Covers(at.lsn, at.idx) {
 		// Committed to Kafka by an earlier session, which may have died before its

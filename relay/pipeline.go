@@ -44,7 +44,8 @@ type position struct {
 // delivery takes the events of the stream's open transaction to the broker.
 type delivery interface {
 	// event publishes ev (or decides it needs no publishing) and settles it in txn.
-	event(ev outbox.Event, at position, txn *replication.Txn, size int) error
+	// ev is the decoder's: valid during the call only, so a delivery copies it.
+	event(ev *outbox.Event, at position, txn *replication.Txn, size int) error
 	// message publishes a table-less outbox event (message.go) and settles it in txn.
 	message(ev outbox.Event, at position, txn *replication.Txn, size int) error
 	// malformedMessage dead-letters a message with the events' prefix that is no
@@ -87,7 +88,7 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 			p.msg.Event.CreatedAt = p.at.committed
 		}
 		size := p.msg.Event.Size()
-		err := p.d.event(p.msg.Event, p.at, p.track(size), size)
+		err := p.d.event(&p.msg.Event, p.at, p.track(size), size)
 		p.at.idx++
 		return err
 	case decoder.KindMessage:
@@ -123,7 +124,7 @@ func (p *pipeline) Drain(ctx context.Context) error { return p.d.drain(ctx) }
 // not yet confirmed.
 type atLeastOnce struct{ pub *publisher }
 
-func (a atLeastOnce) event(ev outbox.Event, at position, txn *replication.Txn, size int) error {
+func (a atLeastOnce) event(ev *outbox.Event, at position, txn *replication.Txn, size int) error {
 	a.pub.publish(ev, at, txn, size)
 	return nil
 }

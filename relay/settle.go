@@ -72,8 +72,8 @@ func (r *Relay) newPublisher(snk sink.Sink, bk *poller.Bookkeeper, markAcks bool
 }
 
 // inflight is one event between the sink and its settlement: all the per-event state
-// in one allocation. It takes the sink's verdict (Done); as *bookkept, the
-// bookkeeping's.
+// in one object, recycled once settled at the ack (inflights). It takes the sink's
+// verdict (Done); as *bookkept, the bookkeeping's.
 type inflight struct {
 	ev   outbox.Event
 	pub  *publisher
@@ -84,9 +84,17 @@ type inflight struct {
 	sent *ackEpoch  // when it was handed to the sink (ackclock.go)
 }
 
-// publish sends ev, an event of txn, to the sink.
-func (p *publisher) publish(ev outbox.Event, at position, txn *replication.Txn, size int) {
-	f := &inflight{ev: ev, pub: p, txn: txn, size: size, at: at}
+// inflights recycles the inflights of events settled at the ack (--on-publish
+// progress or none): once Done settled one, nothing holds it, since the sink keeps
+// the event only until it calls done (sink.Sink), so such an event costs no
+// allocation of the relay's (docs/performance.md, "Moderate rates: the relay's
+// per-transaction work").
+var inflights = sync.Pool{New: func() any { return new(inflight) }}
+
+// publish sends a copy of ev, an event of txn, to the sink.
+func (p *publisher) publish(ev *outbox.Event, at position, txn *replication.Txn, size int) {
+	f := inflights.Get().(*inflight)
+	*f = inflight{ev: *ev, pub: p, txn: txn, size: size, at: at}
 	p.send(f, f)
 }
 
@@ -118,6 +126,7 @@ func (f *inflight) Done(err error) {
 	switch {
 	case err == nil && !p.markAcks:
 		f.txn.Done(f.size, nil)
+		inflights.Put(f) // publish overwrites all of it; the pool lets go of it within two GC cycles
 	case err == nil || sink.IsEventError(err):
 		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.at.lsn, Xid: f.at.xid, Bookkept: (*bookkept)(f)})
 	default:

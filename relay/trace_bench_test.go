@@ -45,7 +45,7 @@ func BenchmarkPublishTracing(b *testing.B) {
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			r := &Relay{window: replication.NewWindow(1<<20, 1<<40)}
+			r := &Relay{window: replication.NewWindow(1<<20, 1<<40), acks: newAckClock(time.Now())}
 			m, err := newMetrics(prometheus.NewRegistry(), r)
 			if err != nil {
 				b.Fatal(err)
@@ -62,7 +62,7 @@ func BenchmarkPublishTracing(b *testing.B) {
 			size := ev.Size()
 			b.ReportAllocs()
 			for b.Loop() {
-				p.publish(ev, at, wm.Track(size), size)
+				p.publish(&ev, at, wm.Track(size), size)
 			}
 		})
 	}
