@@ -81,8 +81,8 @@ func pickDatabase(byName map[string]http.Handler) http.Handler {
 		case ok:
 			h.ServeHTTP(w, req)
 		case name == "":
-			writeJSON(w, http.StatusBadRequest, adminError{"this relay runs several databases; name one with ?database=NAME (" +
-				strings.Join(names, ", ") + ")"})
+			writeJSON(w, http.StatusBadRequest, adminError{"this relay runs several databases; name one with ?database=NAME (walrelay pause and resume: --database NAME): " +
+				strings.Join(names, ", ")})
 		default:
 			writeJSON(w, http.StatusNotFound, adminError{"no database " + strconv.Quote(name) + " here; the relay runs " +
 				strings.Join(names, ", ")})

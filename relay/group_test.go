@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -58,8 +59,13 @@ func TestGroupAddressesEachDatabase(t *testing.T) {
 	})
 	base := "http://" + addr
 	testenv.WaitFor(t, 30*time.Second, "both databases to stream", func() bool {
-		code, body := adminCall(t, "GET", base+"/readyz", "", "")
-		return code == http.StatusOK && strings.Contains(string(body), "alpha: streaming") && strings.Contains(string(body), "beta: streaming")
+		resp, err := http.Get(base + "/readyz") // refused until Run listens
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "alpha: streaming") && strings.Contains(string(body), "beta: streaming")
 	})
 
 	if code, _ := adminCall(t, "POST", base+"/pause", "", ""); code != http.StatusUnauthorized {
