@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,20 +28,66 @@ const (
 	dlqPageLimitMax = 1000
 )
 
-// adminHandlers registers the admin API on mux for a listener at addr.
-func (r *Relay) adminHandlers(ctx context.Context, mux *http.ServeMux, addr net.Addr) {
-	guard := adminGuard(r.cfg.AdminToken, addr, r.log)
-	mux.Handle("GET /status", guard(http.HandlerFunc(r.serveStatus)))
-	mux.Handle("POST /pause", guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, pauseAnswer{Paused: true, Changed: r.Pause()})
-	})))
-	mux.Handle("POST /resume", guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, pauseAnswer{Paused: false, Changed: r.Resume()})
-	})))
-	mux.Handle("GET /dlq", guard(http.HandlerFunc(r.serveDeadLetters)))
-	mux.Handle("POST /dlq/retry", guard(http.HandlerFunc(r.serveRetry)))
-	mux.Handle("POST /replay", guard(r.serveReplay(ctx)))
-	mux.Handle("GET /replay/{id}", guard(http.HandlerFunc(r.serveReplayProgress)))
+// adminRoutes are the admin API's patterns, each with the handler that answers it
+// for one relay.
+func adminRoutes(ctx context.Context) map[string]func(*Relay) http.Handler {
+	return map[string]func(*Relay) http.Handler{
+		"GET /status": func(r *Relay) http.Handler { return http.HandlerFunc(r.serveStatus) },
+		"POST /pause": func(r *Relay) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				writeJSON(w, http.StatusOK, pauseAnswer{Paused: true, Changed: r.Pause()})
+			})
+		},
+		"POST /resume": func(r *Relay) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				writeJSON(w, http.StatusOK, pauseAnswer{Paused: false, Changed: r.Resume()})
+			})
+		},
+		"GET /dlq":         func(r *Relay) http.Handler { return http.HandlerFunc(r.serveDeadLetters) },
+		"POST /dlq/retry":  func(r *Relay) http.Handler { return http.HandlerFunc(r.serveRetry) },
+		"POST /replay":     func(r *Relay) http.Handler { return r.serveReplay(ctx) },
+		"GET /replay/{id}": func(r *Relay) http.Handler { return http.HandlerFunc(r.serveReplayProgress) },
+	}
+}
+
+// adminHandlers registers the admin API on mux, behind guard, for the relays by
+// name: a request names its database with ?database=NAME, which it may leave out
+// when there is one (pickDatabase).
+func adminHandlers(ctx context.Context, mux *http.ServeMux, guard func(http.Handler) http.Handler, relays []Member) {
+	for pattern, route := range adminRoutes(ctx) {
+		byName := make(map[string]http.Handler, len(relays))
+		for _, m := range relays {
+			byName[m.Name] = route(m.Relay)
+		}
+		mux.Handle(pattern, guard(pickDatabase(byName)))
+	}
+}
+
+// pickDatabase passes a request on to the handler of the database its ?database=
+// names; with one database the parameter may be left out.
+func pickDatabase(byName map[string]http.Handler) http.Handler {
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		name := req.URL.Query().Get("database")
+		if len(byName) == 1 && (name == "" || names[0] == "") { // a relay of its own answers whatever is asked
+			name = names[0]
+		}
+		h, ok := byName[name]
+		switch {
+		case ok:
+			h.ServeHTTP(w, req)
+		case name == "":
+			writeJSON(w, http.StatusBadRequest, adminError{"this relay runs several databases; name one with ?database=NAME (walrelay pause and resume: --database NAME): " +
+				strings.Join(names, ", ")})
+		default:
+			writeJSON(w, http.StatusNotFound, adminError{"no database " + strconv.Quote(name) + " here; the relay runs " +
+				strings.Join(names, ", ")})
+		}
+	})
 }
 
 // pauseAnswer is what POST /pause and /resume answer: the state now, and whether

@@ -12,13 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// serveHTTP serves /metrics, /healthz and /readyz until ctx ends.
+// serveHTTP serves /metrics, /healthz and /readyz, and the admin API, until ctx ends.
 func (r *Relay) serveHTTP(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(r.gatherer, promhttp.HandlerOpts{Registry: r.registerer}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		ready, why := r.Ready()
 		if !ready {
@@ -26,8 +23,17 @@ func (r *Relay) serveHTTP(ctx context.Context, ln net.Listener) error {
 		}
 		fmt.Fprintln(w, why)
 	})
-	r.adminHandlers(ctx, mux, ln.Addr())
-	if r.cfg.Pprof {
+	adminHandlers(ctx, mux, adminGuard(r.cfg.AdminToken, ln.Addr(), r.log), []Member{{Relay: r}})
+	return serve(ctx, ln, mux, r.cfg.Pprof)
+}
+
+// serve adds /healthz (and the profiler with pprof) to mux and serves it on ln
+// until ctx ends.
+func serve(ctx context.Context, ln net.Listener, mux *http.ServeMux, withPprof bool) error {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)

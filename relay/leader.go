@@ -52,12 +52,18 @@ func (r *Relay) connectTo(ctx context.Context, url, setting string) (*pgx.Conn, 
 }
 
 // acquireLeadership blocks until this instance holds the slot's advisory lock, on a
-// connection of its own, and returns that connection. Standbys try every second.
+// connection of its own, and returns that connection. Standbys try every second, on
+// the connection they keep while they wait (a new one only when it fails): a
+// connection a second per database would be most of a standby's idle cost.
 func (r *Relay) acquireLeadership(ctx context.Context) (*pgx.Conn, error) {
 	key := leaderKey(r.cfg.Slot)
 	standbyLogged := false
+	var conn *pgx.Conn
 	for {
-		conn, err := r.connect(ctx)
+		var err error
+		if conn == nil {
+			conn, err = r.connect(ctx)
+		}
 		if err == nil {
 			var got bool
 			if err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err == nil && got {
@@ -66,9 +72,15 @@ func (r *Relay) acquireLeadership(ctx context.Context) (*pgx.Conn, error) {
 				}
 				return conn, nil
 			}
-			conn.Close(context.Background())
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+			}
 		}
 		if ctx.Err() != nil {
+			if conn != nil {
+				conn.Close(context.Background())
+			}
 			return nil, ctx.Err()
 		}
 		if err != nil {
@@ -82,6 +94,7 @@ func (r *Relay) acquireLeadership(ctx context.Context) (*pgx.Conn, error) {
 		select {
 		case <-time.After(leaderCheckInterval):
 		case <-ctx.Done():
+			conn.Close(context.Background())
 			return nil, ctx.Err()
 		}
 	}

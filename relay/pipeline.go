@@ -30,6 +30,9 @@ type pipeline struct {
 	onOutsideMessage func()
 	// backlog follows the WAL written before the session started; nil once relayed.
 	backlog *backlog
+	// rows, when set, is told the xid of each transaction with outbox rows (the
+	// published horizon's progress.rows).
+	rows *rowXids
 }
 
 // position is where an event sits in the stream: its transaction's commit LSN and
@@ -69,6 +72,7 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		}
 		var rowErr *decoder.RowError
 		if errors.As(err, &rowErr) {
+			p.noteRow()
 			row := outbox.Event{ID: rowErr.ID}
 			p.tables[p.msg.Table].label(&row)
 			p.d.unmappable(row, rowErr, p.at, p.track(0))
@@ -82,6 +86,7 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		p.wm.Begin()
 		p.at = position{lsn: p.msg.FinalLSN, committed: p.msg.CommitTime, xid: p.msg.Xid}
 	case decoder.KindInsert:
+		p.noteRow()
 		t := &p.tables[p.msg.Table]
 		t.label(&p.msg.Event)
 		if t.shape.Columns.CreatedAt == "" {
@@ -97,9 +102,18 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		p.onOutsideMessage()
 	case decoder.KindCommit:
 		p.wm.Commit(p.msg.EndLSN)
+	case decoder.KindHandedOver:
+		p.noteRow()
 	}
 	// KindHandedOver: the poller's row (docs/design.md invariant 2), never streamed.
 	return nil
+}
+
+// noteRow tells rows that the open transaction has an outbox row.
+func (p *pipeline) noteRow() {
+	if p.rows != nil {
+		p.rows.note(p.at.xid)
+	}
 }
 
 // track tracks an event of the open transaction in the watermark, and counts it

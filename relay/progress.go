@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -18,7 +19,8 @@ import (
 // (replication.TakeHorizon, a read), and every progress interval, and once more when
 // the stream stops, it records the newest candidate whose LSN the stream has
 // confirmed. Nothing is written per row, and nothing at all while the
-// horizon does not move.
+// horizon does not move, nor while it would move past no transaction the stream
+// received outbox rows from (rows), but at least every recordAtLeast.
 type progress struct {
 	pool        *pgxpool.Pool
 	slot        string
@@ -34,8 +36,60 @@ type progress struct {
 		confirmed  pglogrepl.LSN
 		candidates []replication.Published // oldest first
 	}
-	recorded uint64 // the xid last recorded; written by the Run goroutine only
-	by       uint64 // the xid of the transaction that recorded it (Run goroutine only)
+	recorded   uint64    // the xid last recorded; written by the Run goroutine only
+	by         uint64    // the xid of the transaction that recorded it (Run goroutine only)
+	recordedAt time.Time // when (Run goroutine only)
+	rows       rowXids   // noted by the stream's pipeline
+}
+
+// rowXids is the newest xid, in xid order, of a transaction the stream received
+// outbox rows from. A horizon that moves past none of them says nothing about rows:
+// on a server with several databases each relay's records are transactions in the
+// others' WAL, and without this rule they would keep each other recording every
+// progress interval (docs/performance.md, "Several databases").
+type rowXids struct {
+	v atomic.Uint64 // 0: none; else rowXidSeen | xid, or rowXidUnknown
+}
+
+const (
+	rowXidSeen    = 1 << 32
+	rowXidUnknown = 1 << 33 // a row without its xid: record as if none were covered
+)
+
+// note takes the xid of a transaction with outbox rows; one goroutine notes.
+func (x *rowXids) note(xid uint32) {
+	cur := x.v.Load()
+	switch {
+	case cur&rowXidUnknown != 0:
+	case xid == 0:
+		x.v.Store(rowXidUnknown)
+	case cur == 0 || int32(xid-uint32(cur)) > 0:
+		x.v.Store(rowXidSeen | uint64(xid))
+	}
+}
+
+// recordAtLeast is the longest a horizon that can move waits to be recorded while it
+// would move past no row (rowXids): well within WalrelayPublishedHorizonStuck's 15
+// minutes (deploy/prometheus/alerts.yml).
+const recordAtLeast = time.Minute
+
+// coversNoNewRows reports whether the recorded horizon already covers every
+// transaction the stream received rows from, so that recording a newer one may wait
+// (at most recordAtLeast since the last record). The first record of a session is
+// never skipped: it covers the catch-up pass's rows, whose xids the stream never saw.
+func (p *progress) coversNoNewRows() bool {
+	if p.recorded == 0 || time.Since(p.recordedAt) >= recordAtLeast {
+		return false
+	}
+	v := p.rows.v.Load()
+	switch {
+	case v == 0:
+		return true
+	case v&rowXidUnknown != 0:
+		return false
+	default:
+		return int32(uint32(v)-uint32(p.recorded)) < 0 // the newest row's xid is below the recorded horizon
+	}
 }
 
 // confirmedNow is the newest LSN the session confirmed.
@@ -165,14 +219,14 @@ func (p *progress) covered() (replication.Published, bool) {
 // record writes the newest covered candidate, when it moves the horizon.
 func (p *progress) record(ctx context.Context) error {
 	c, ok := p.covered()
-	if !ok || c.XID <= p.recorded || p.onlyOwn(c) {
+	if !ok || c.XID <= p.recorded || p.onlyOwn(c) || p.coversNoNewRows() {
 		return nil
 	}
 	by, err := replication.RecordPublishedBy(ctx, p.pool, p.slot, p.incarnation, c, p.tables)
 	if err != nil {
 		return err
 	}
-	p.recorded, p.by = c.XID, by
+	p.recorded, p.by, p.recordedAt = c.XID, by, time.Now()
 	if p.onRecord != nil {
 		p.onRecord(c)
 	}

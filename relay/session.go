@@ -106,6 +106,9 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		dec.DecodeMessages(r.cfg.MessagePrefix)
 	}
 	h := &pipeline{dec: dec, wm: wm, d: d, tables: r.tables, onOutsideMessage: r.outsideMessage}
+	if rec != nil {
+		h.rows = &rec.rows
+	}
 	h.backlog = r.newBacklog(ctx, slots, start)
 	var eventsConfirmed pglogrepl.LSN // the newest wm.EventsSettled a confirmation reached
 	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "tables", r.tableNames(),

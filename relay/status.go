@@ -100,6 +100,9 @@ type StatusLimits struct {
 	// RelayURL is the relay's HTTP address (its --metrics-addr), as
 	// http://host:port; empty: the relay is not asked.
 	RelayURL string
+	// RelayDatabase, when set, is the database to ask of a relay that runs several
+	// (Group): its /readyz?database=NAME and its metrics labelled database="NAME".
+	RelayDatabase string
 	// RelayRequired makes a relay that cannot be reached at RelayURL a problem;
 	// otherwise it is only reported.
 	RelayRequired bool
@@ -138,7 +141,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	}
 	st := &Status{Slot: cfg.Slot, Publication: cfg.Publication, OnPublish: cfg.OnPublishMode(), Problems: []Problem{}}
 	if limits.RelayURL != "" {
-		st.Relay = probeRelay(ctx, limits.RelayURL, cfg.Slot)
+		st.Relay = probeRelay(ctx, limits.RelayURL, cfg.Slot, limits.RelayDatabase)
 		switch h := st.Relay; {
 		case h.Reachable && !h.Ready:
 			st.problem(CheckRelayNotReady, "the relay at %s is not ready: %s", h.URL, h.Answer)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,12 +31,17 @@ type RelayHealth struct {
 const probeTimeout = 3 * time.Second
 
 // probeRelay asks the relay at base (http://host:port) for /readyz and reads the
-// time of its last event confirmation from /metrics. Where the metrics name other
-// slots and not slot, another relay answers there: it is reported unreachable, not
-// taken for this slot's.
-func probeRelay(ctx context.Context, base, slot string) *RelayHealth {
+// time of its last event confirmation from /metrics; with database set, of that
+// database of a relay that runs several (Group). Where the metrics name other slots
+// and not slot, another relay answers there: it is reported unreachable, not taken
+// for this slot's.
+func probeRelay(ctx context.Context, base, slot, database string) *RelayHealth {
 	h := &RelayHealth{URL: strings.TrimSuffix(base, "/")}
-	code, body, err := get(ctx, h.URL+"/readyz")
+	readyz := h.URL + "/readyz"
+	if database != "" {
+		readyz += "?database=" + url.QueryEscape(database)
+	}
+	code, body, err := get(ctx, readyz)
 	if err != nil {
 		h.Error = err.Error()
 		return h
@@ -44,7 +50,7 @@ func probeRelay(ctx context.Context, base, slot string) *RelayHealth {
 	if c, b, err := get(ctx, h.URL+"/metrics"); err == nil && c == http.StatusOK {
 		metrics = b
 	}
-	slots, confirmed := scanMetrics(metrics)
+	slots, confirmed := scanMetrics(metrics, database)
 	if len(slots) > 0 && !slots[slot] {
 		h.Error = fmt.Sprintf("the relay there streams another slot (%s), not %s", strings.Join(slices.Sorted(maps.Keys(slots)), ", "), slot)
 		return h
@@ -81,19 +87,26 @@ func get(ctx context.Context, url string) (int, string, error) {
 }
 
 // scanMetrics reads, from the text exposition format, the slots of
-// walrelay_slot_active and the value of walrelay_events_confirmed_timestamp_seconds.
-func scanMetrics(text string) (slots map[string]bool, confirmed float64) {
+// walrelay_slot_active and the value of walrelay_events_confirmed_timestamp_seconds:
+// of the series labelled database="NAME" alone when database is set (Group).
+func scanMetrics(text, database string) (slots map[string]bool, confirmed float64) {
+	slotPrefix, confirmedPrefix := `walrelay_slot_active{slot="`, "walrelay_events_confirmed_timestamp_seconds "
+	if database != "" {
+		label := `database="` + database + `"`
+		slotPrefix = `walrelay_slot_active{` + label + `,slot="`
+		confirmedPrefix = "walrelay_events_confirmed_timestamp_seconds{" + label + "} "
+	}
 	slots = map[string]bool{}
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, `walrelay_slot_active{slot="`); ok {
+		if rest, ok := strings.CutPrefix(line, slotPrefix); ok {
 			if name, _, ok := strings.Cut(rest, `"`); ok {
 				slots[name] = true
 			}
 		}
-		if rest, ok := strings.CutPrefix(line, "walrelay_events_confirmed_timestamp_seconds "); ok {
+		if rest, ok := strings.CutPrefix(line, confirmedPrefix); ok {
 			confirmed, _ = strconv.ParseFloat(strings.TrimSpace(rest), 64)
 		}
 	}

@@ -1,13 +1,22 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/walrelay/walrelay/relay"
 )
 
 func runCommand() *cobra.Command {
 	s := newSettings()
+	var only string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Relay outbox rows from PostgreSQL to the broker until stopped (SIGINT/SIGTERM)",
@@ -27,6 +36,12 @@ func runCommand() *cobra.Command {
 			}
 			if tp != nil {
 				defer shutdownTracing(tp, logger)
+			}
+			if len(s.databases) > 0 {
+				return runDatabases(cmd.Context(), s, cmd.Flags(), only, logger, tp)
+			}
+			if only != "" {
+				return fmt.Errorf("--database %s: the configuration lists no databases (a file's databases: list)", only)
 			}
 			cfg, err := s.relayConfig(cmd.Context(), logger)
 			if tp != nil {
@@ -52,5 +67,63 @@ func runCommand() *cobra.Command {
 		},
 	}
 	s.register(cmd.Flags())
+	cmd.Flags().StringVar(&only, "database", "", "with a file's databases list: run this database of it alone (empty: all)")
 	return cmd
+}
+
+// runDatabases runs one relay per entry of the file's databases list (or the one
+// --database names) in this process, until ctx ends. Every entry is checked before
+// any connection is opened.
+func runDatabases(ctx context.Context, s *settings, fs *pflag.FlagSet, only string, logger *slog.Logger, tp *sdktrace.TracerProvider) error {
+	entries, err := s.databaseSettings(fs)
+	if err != nil {
+		return err
+	}
+	dbs := make([]relay.Database, 0, len(entries))
+	var chosen []*settings
+	var errs []error
+	for i, d := range entries {
+		if only != "" && d.entry != only {
+			continue
+		}
+		log := logger.With("database", d.entry)
+		cfg, err := d.checkedConfig(log)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.databases[i].where(), err))
+		}
+		if tp != nil {
+			cfg.TracerProvider = tp
+		}
+		cfg.Logger = log
+		dbs = append(dbs, relay.Database{Name: d.entry, Config: cfg})
+		chosen = append(chosen, d)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if len(dbs) == 0 {
+		return fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(s.databaseNames(), ", "))
+	}
+	for i := range dbs {
+		cfg, err := chosen[i].openSink(ctx, dbs[i].Config, dbs[i].Config.Logger)
+		if cfg.Sink != nil {
+			defer cfg.Sink.Close()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped before the broker could be reached
+			}
+			return fmt.Errorf("database %s: %w", dbs[i].Name, err)
+		}
+		dbs[i].Config = cfg
+	}
+	g, err := relay.NewGroup(relay.GroupConfig{MetricsAddr: s.relay.MetricsAddr, Pprof: s.relay.Pprof,
+		AdminToken: s.relay.AdminToken, Logger: logger}, dbs)
+	if err != nil {
+		return err
+	}
+	if err := g.Run(ctx); err != nil {
+		return runtimeError{err}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ func resumeCommand() *cobra.Command {
 
 func pauseResumeCommand(verb, short, long string) *cobra.Command {
 	s := newSettings()
+	var database string
 	cmd := &cobra.Command{
 		Use:   verb,
 		Short: short,
@@ -51,7 +53,12 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 				Changed bool   `json:"changed"`
 				Error   string `json:"error"`
 			}
-			if err := adminPost(cmd.Context(), base+"/"+verb, s.relay.AdminToken, &answer); err != nil {
+			target := base + "/" + verb
+			if database != "" {
+				target += "?database=" + url.QueryEscape(database)
+				base += " (database " + database + ")"
+			}
+			if err := adminPost(cmd.Context(), target, s.relay.AdminToken, &answer); err != nil {
 				return runtimeError{err}
 			}
 			out := cmd.OutOrStdout()
@@ -69,6 +76,7 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 		},
 	}
 	s.register(cmd.Flags(), "admin-url", "admin-token", "metrics-addr")
+	cmd.Flags().StringVar(&database, "database", "", "the database to "+verb+", of a relay that runs a databases list")
 	return cmd
 }
 

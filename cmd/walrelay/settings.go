@@ -47,6 +47,11 @@ type settings struct {
 	// warnings are what load found odd but not wrong (an unknown WALRELAY_*
 	// variable); the subcommand reports them.
 	warnings []string
+	// databases are the file's databases list (databases.go), read by the
+	// subcommands that take --database; entry is the name of the one these
+	// settings are, while databaseSettings loads them.
+	databases []databaseEntry
+	entry     string
 }
 
 func newSettings() *settings {
@@ -442,6 +447,17 @@ func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {
 		if err := v.Decode(&raw); err != nil {
 			return fmt.Errorf("%s: %s: %w", at, key, err)
 		}
+		if key == "databases" {
+			if fs.Lookup("database") == nil || s.entry != "" {
+				continue // a subcommand of one database, or one entry's settings
+			}
+			entries, err := parseDatabases(path, v)
+			if err != nil {
+				return err
+			}
+			s.databases = entries
+			continue
+		}
 		if key == "tables" {
 			if fs.Lookup("table") == nil {
 				continue // a subcommand that works on one table
@@ -456,7 +472,7 @@ func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {
 		st := s.lookup(key)
 		if st == nil {
 			hint := "keys are the flag names, e.g. database-url"
-			if near := nearest(key, append(s.names(), "tables")); near != "" {
+			if near := nearest(key, append(s.names(), "tables", "databases")); near != "" {
 				hint = "did you mean " + near + "?"
 			}
 			return fmt.Errorf("%s: unknown setting %q (%s)", at, key, hint)
@@ -594,6 +610,16 @@ func (s *settings) logger() (*slog.Logger, error) {
 // relayConfig checks every setting, then builds the sink and returns the relay's
 // configuration with it; the caller closes the sink after the relay stops.
 func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.Config, error) {
+	cfg, err := s.checkedConfig(logger)
+	if err != nil {
+		return cfg, err
+	}
+	return s.openSink(ctx, cfg, logger)
+}
+
+// checkedConfig checks every setting and returns the relay's configuration, without
+// its sink.
+func (s *settings) checkedConfig(logger *slog.Logger) (relay.Config, error) {
 	cfg := s.relay
 	cfg.Logger = logger
 	cfg.BrokerAddrs = s.sinks.Addresses()
@@ -615,9 +641,11 @@ func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.
 	}
 	envelope := checkEnvelope(s.sinks, cfg.OutboxTables())
 	expand := setExpandedSchemaName(&s.sinks, cfg.OutboxTables())
-	if err := errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, envelope, expand, s.checkSQS(cfg)); err != nil {
-		return cfg, err
-	}
+	return cfg, errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, envelope, expand, s.checkSQS(cfg))
+}
+
+// openSink logs the start and builds the sink of cfg (checkedConfig's).
+func (s *settings) openSink(ctx context.Context, cfg relay.Config, logger *slog.Logger) (relay.Config, error) {
 	s.logStartup(logger, cfg)
 	if s.sinks.Kafka.EventTimeout != sinks.DefaultConfig().Kafka.EventTimeout {
 		logger.Warn("event-timeout is deprecated: it is checked only when the producer retries a record, so a broker that "+

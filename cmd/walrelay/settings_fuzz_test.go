@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ func FuzzConfigFile(f *testing.F) {
 	f.Add([]byte("{not yaml"), "--nope")
 	f.Add([]byte("status-interval: [1, 2]\n"), "--log-level loud")
 	f.Add([]byte("- just\n- a list\n"), "")
+	f.Add([]byte("slot: s\ndatabases:\n  - name: a\n    database-url: postgres://h/a\n    tables:\n      - table: x\n  - name: b\n    slot: t\n"), "--slot u")
 	f.Fuzz(func(t *testing.T, file []byte, args string) {
 		path := filepath.Join(t.TempDir(), "walrelay.yaml")
 		if err := os.WriteFile(path, file, 0o600); err != nil {
@@ -27,6 +29,7 @@ func FuzzConfigFile(f *testing.F) {
 		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 		fs.SetOutput(nopWriter{})
 		s.register(fs)
+		fs.String("database", "", "")
 		if err := fs.Parse(append(strings.Fields(args), "--config", path)); err != nil {
 			return
 		}
@@ -37,6 +40,15 @@ func FuzzConfigFile(f *testing.F) {
 			return
 		}
 		_ = s.relay.Validate()
+		if len(s.databases) > 0 {
+			dbs, err := s.databaseSettings(fs)
+			if err != nil {
+				return
+			}
+			for _, d := range dbs {
+				_, _ = d.checkedConfig(slog.New(slog.NewTextHandler(nopWriter{}, nil)))
+			}
+		}
 	})
 }
 

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,6 +31,7 @@ func statusCommand() *cobra.Command {
 	limits := relay.StatusLimits{MaxPendingAge: 30 * time.Second}
 	var asJSON bool
 	var stallTimeout time.Duration
+	var only string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Say whether the outbox is being relayed: slot, relay, pending rows, dead letters; exit non-zero when not",
@@ -43,13 +46,18 @@ func statusCommand() *cobra.Command {
 			"  1  the slot is lost or was replaced in the last day, the publication is missing, or there are more\n" +
 			"     dead letters than --max-dead-letters\n" +
 			"  2  bad usage or configuration\n" +
-			"It takes the settings run takes (--config, WALRELAY_*, the table and column settings, a file's tables list).",
+			"It takes the settings run takes (--config, WALRELAY_*, the table and column settings, a file's tables list).\n" +
+			"With a file's databases list it reports each database (or the one --database names) and exits with\n" +
+			"the code of the first problem of any.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := s.load(cmd.Flags()); err != nil {
 				return err
 			}
 			s.warn(cmd.ErrOrStderr(), nil)
+			if len(s.databases) > 0 || only != "" {
+				return statusDatabases(cmd, s, only, limits, asJSON)
+			}
 			if s.relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}
@@ -61,11 +69,7 @@ func statusCommand() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			st, err := relay.ReadStatus(cmd.Context(), s.relay, limits)
-			if err != nil {
-				st = &relay.Status{Slot: s.relay.Slot, Publication: s.relay.Publication,
-					Problems: []relay.Problem{{Check: relay.CheckDatabase, Message: explain(err).Error()}}}
-			}
+			st, err := readStatus(cmd.Context(), s.relay, limits)
 			code := relay.StatusExitCode(st.Problems)
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -84,6 +88,7 @@ func statusCommand() *cobra.Command {
 	}
 	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth", "slot", "publication", "mode", "on-publish", "metrics-addr",
 		"admin-url"}, tableSettings...)...)
+	cmd.Flags().StringVar(&only, "database", "", "with a file's databases list: report this database of it alone (empty: each)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (the same checks, with ok and exit_code)")
 	cmd.Flags().Int64Var(&limits.MaxDeadLetters, "max-dead-letters", 0, "more dead letters than this is a problem")
 	cmd.Flags().DurationVar(&limits.MaxPendingAge, "max-pending-age", limits.MaxPendingAge,
@@ -91,6 +96,78 @@ func statusCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&stallTimeout, "stall-timeout", 0, "the bound on a pending row's age")
 	_ = cmd.Flags().MarkDeprecated("stall-timeout", "use --max-pending-age")
 	return cmd
+}
+
+// readStatus is relay.ReadStatus, with a database that cannot be read as its problem.
+func readStatus(ctx context.Context, cfg relay.Config, limits relay.StatusLimits) (*relay.Status, error) {
+	st, err := relay.ReadStatus(ctx, cfg, limits)
+	if err != nil {
+		st = &relay.Status{Slot: cfg.Slot, Publication: cfg.Publication,
+			Problems: []relay.Problem{{Check: relay.CheckDatabase, Message: explain(err).Error()}}}
+	}
+	return st, err
+}
+
+// databasesReport is what status --json prints for a databases list: each
+// database's report, by name, and the verdict of them all.
+type databasesReport struct {
+	Databases map[string]relay.StatusReport `json:"databases"`
+	OK        bool                          `json:"ok"`
+	ExitCode  int                           `json:"exit_code"`
+}
+
+// statusDatabases is status for each database of the file's databases list, or
+// the one only names: each asked of the relay as /readyz?database=NAME.
+func statusDatabases(cmd *cobra.Command, s *settings, only string, limits relay.StatusLimits, asJSON bool) error {
+	if len(s.databases) == 0 {
+		return fmt.Errorf("--database %s: the configuration lists no databases (a file's databases: list)", only)
+	}
+	if only != "" && !slices.Contains(s.databaseNames(), only) {
+		return fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(s.databaseNames(), ", "))
+	}
+	entries, err := s.databaseSettings(cmd.Flags())
+	if err != nil {
+		return err
+	}
+	var relayURL string
+	if relayURL, limits.RelayRequired, err = s.adminURL(); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	report := databasesReport{Databases: map[string]relay.StatusReport{}}
+	var all []relay.Problem
+	for _, d := range entries {
+		if only != "" && d.entry != only {
+			continue
+		}
+		if d.relay.DatabaseURL == "" {
+			return fmt.Errorf("database %s: database-url is missing; set it in its entry or at the top level", d.entry)
+		}
+		l := limits
+		l.RelayURL, l.RelayDatabase = relayURL, d.entry
+		st, err := readStatus(cmd.Context(), d.relay, l)
+		all = append(all, st.Problems...)
+		if asJSON {
+			report.Databases[d.entry] = relay.NewStatusReport(st)
+			continue
+		}
+		fmt.Fprintf(out, "database %s\n", d.entry)
+		printStatus(out, st, err == nil)
+		fmt.Fprintln(out)
+	}
+	code := relay.StatusExitCode(all)
+	if asJSON {
+		report.OK, report.ExitCode = code == 0, code
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return runtimeError{err}
+		}
+	}
+	if code != 0 {
+		return statusFailed{code}
+	}
+	return nil
 }
 
 // adminURL is where status asks the relay: --admin-url (then an unreachable relay

@@ -19,6 +19,9 @@
 //     commit-to-ack histogram, and whether slot lag grew.
 //  4. Modes: a smaller backlog per -modes entry (--mode and --on-publish), with its WAL.
 //  5. pgoutput: pg_recvlogical per set of pgoutput options (binary, protocol 2).
+//  6. Databases: one relay process with a databases list of 1, 4 and 8 databases,
+//     each -idle with no writes; the relay's CPU per second and what each database
+//     past the first adds.
 //
 // The drain and latency runs use the relay binary's default --on-publish unless
 // -on-publish says otherwise, and the tables start with the goals side by side.
@@ -89,7 +92,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.payloadBytes, "payload-bytes", 200, "approximate JSON payload size")
 	flag.DurationVar(&o.drainTimeout, "drain-timeout", 15*time.Minute, "give up on one drain after this long")
 	flag.DurationVar(&o.removalWait, "removal-wait", 30*time.Second, "after a drain, how long to wait for a mode that removes published rows to empty the table")
-	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes,pgoutput", "which scenarios to run (comma-separated)")
+	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes,pgoutput,databases", "which scenarios to run (comma-separated)")
 	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
 	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
 	flag.StringVar(&o.markdown, "md", "", "also write the markdown tables to this file")
@@ -137,8 +140,8 @@ func parseFlags() (options, error) {
 	}
 	for _, s := range strings.Split(scenarios, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.Contains([]string{"drain", "latency", "modes", "pgoutput"}, s) {
-			return o, fmt.Errorf("-scenarios: %q is not drain, latency, modes or pgoutput", s)
+		if !slices.Contains([]string{"drain", "latency", "modes", "pgoutput", "databases"}, s) {
+			return o, fmt.Errorf("-scenarios: %q is not drain, latency, modes, pgoutput or databases", s)
 		}
 		o.scenarios = append(o.scenarios, s)
 	}
@@ -303,6 +306,12 @@ func run(ctx context.Context, opts options) (err error) {
 	if want("pgoutput") {
 		if res.Pgoutput, err = e.runPgoutput(ctx); err != nil {
 			return fmt.Errorf("pgoutput: %w", err)
+		}
+	}
+	if want("databases") && opts.idle > 0 {
+		progress("[databases] one process streaming %v databases in turn, -idle %s each with no writes", idleDatabaseCounts, opts.idle)
+		if res.Databases, err = e.runDatabases(ctx, opts.idle); err != nil {
+			return fmt.Errorf("databases: %w", err)
 		}
 	}
 	return nil

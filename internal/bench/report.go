@@ -15,18 +15,19 @@ import (
 
 // results is everything a run measured; it is written as JSON.
 type results struct {
-	Started         time.Time        `json:"started"`
-	DurationSeconds float64          `json:"duration_seconds"`
-	Complete        bool             `json:"complete"`
-	Error           string           `json:"error,omitempty"`
-	Machine         machineInfo      `json:"machine"`
-	Settings        settingsInfo     `json:"settings"`
-	Drain           *drainScenario   `json:"backlog_drain,omitempty"`
-	Latency         []latencyResult  `json:"latency,omitempty"`
-	Idle            *idleResult      `json:"idle,omitempty"`
-	HighestRateHeld int              `json:"highest_rate_held"`
-	Modes           []modeResult     `json:"modes,omitempty"`
-	Pgoutput        []pgoutputResult `json:"pgoutput,omitempty"`
+	Started         time.Time         `json:"started"`
+	DurationSeconds float64           `json:"duration_seconds"`
+	Complete        bool              `json:"complete"`
+	Error           string            `json:"error,omitempty"`
+	Machine         machineInfo       `json:"machine"`
+	Settings        settingsInfo      `json:"settings"`
+	Drain           *drainScenario    `json:"backlog_drain,omitempty"`
+	Latency         []latencyResult   `json:"latency,omitempty"`
+	Idle            *idleResult       `json:"idle,omitempty"`
+	HighestRateHeld int               `json:"highest_rate_held"`
+	Modes           []modeResult      `json:"modes,omitempty"`
+	Pgoutput        []pgoutputResult  `json:"pgoutput,omitempty"`
+	Databases       []databasesResult `json:"databases,omitempty"`
 }
 
 type machineInfo struct {
@@ -249,6 +250,7 @@ func writeMarkdown(w io.Writer, r *results) {
 	if len(r.Pgoutput) > 0 {
 		writePgoutput(w, r)
 	}
+	writeDatabases(w, r)
 	if r.Error != "" {
 		fmt.Fprintf(w, "**Incomplete run:** %s\n\n", r.Error)
 	}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+// loadDatabases loads a config file with a databases list as run does, with args.
+func loadDatabases(t *testing.T, file string, args ...string) ([]*settings, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "walrelay.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newSettings()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	s.register(fs)
+	fs.String("database", "", "")
+	if err := fs.Parse(append([]string{"--config", path}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.load(fs); err != nil {
+		return nil, err
+	}
+	return s.databaseSettings(fs)
+}
+
+// Each entry inherits the top-level settings (file, environment, flags) and its own
+// win; an entry's table replaces a top-level tables list.
+func TestDatabasesInherit(t *testing.T) {
+	t.Setenv("WALRELAY_PUBLICATION", "from_env")
+	dbs, err := loadDatabases(t, `
+kafka-brokers: k:9092
+slot: shared
+topic-template: top.{aggregate_type}
+tables:
+  - table: a.outbox
+  - table: b.outbox
+databases:
+  - name: orders
+    database-url: postgres://u@h1:5432/orders
+  - name: billing
+    database-url: postgres://u@h1:5432/billing
+    slot: billing_slot
+    table: billing.outbox
+    kafka-brokers: other:9092
+`, "--max-attempts", "7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, b := dbs[0], dbs[1]
+	if o.entry != "orders" || o.relay.Slot != "shared" || o.relay.Publication != "from_env" || o.relay.Retry.MaxAttempts != 7 ||
+		o.sinks.TopicTemplate != "top.{aggregate_type}" || len(o.relay.Tables) != 2 || o.sinks.Kafka.Brokers[0] != "k:9092" {
+		t.Errorf("orders: %+v, want every top-level setting inherited", o.relay)
+	}
+	if b.relay.Slot != "billing_slot" || b.relay.Table != "billing.outbox" || len(b.relay.Tables) != 0 ||
+		b.sinks.Kafka.Brokers[0] != "other:9092" || b.relay.Retry.MaxAttempts != 7 || b.relay.DatabaseURL != "postgres://u@h1:5432/billing" {
+		t.Errorf("billing: slot %s, table %s, tables %d, brokers %v: want its own values over the top level's",
+			b.relay.Slot, b.relay.Table, len(b.relay.Tables), b.sinks.Kafka.Brokers)
+	}
+}
+
+// What an entry may not set, and lists that cannot run, are refused naming the entry
+// and saying what to do.
+func TestDatabasesRefused(t *testing.T) {
+	cases := []struct{ name, file, want string }{
+		{"no name", "databases:\n  - database-url: postgres://h/a\n", "databases[0]: name is missing"},
+		{"bad name", "databases:\n  - name: Billing\n", `databases[0] (Billing): name "Billing": use lowercase letters, digits, _ and - only, e.g. billing`},
+		{"duplicate name", "databases:\n  - name: a\n  - name: a\n", "databases[1] (a): name a is databases[0]'s too"},
+		{"process setting", "databases:\n  - name: a\n    metrics-addr: :1\n", "line 3: databases[0] (a): metrics-addr: metrics-addr is the whole process's, not one database's; set it at the top level"},
+		{"unknown key", "databases:\n  - name: a\n    slott: x\n", "databases[0] (a): slott: unknown setting (did you mean slot?)"},
+		{"nested list", "databases:\n  - name: a\n    databases: []\n", "a database cannot list databases of its own"},
+		{"not a list", "databases: x\n", "databases: want a list of databases"},
+		{"bad value", "databases:\n  - name: a\n    max-attempts: many\n", `databases[0] (a): max-attempts: want a whole number, got "many"`},
+		{"slot clash on one server", "slot: s\ndatabases:\n  - name: a\n    database-url: postgres://u@h:5432/a\n  - name: b-2\n    database-url: postgres://u@h:5432/b\n",
+			"databases[1] (b-2): slot s is databases[0] (a)'s too, on the same server h:5432; slot names are the whole server's, so give this database a slot of its own, e.g. slot: s_b_2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := loadDatabases(t, c.file)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	// One slot name on two servers is no clash.
+	if _, err := loadDatabases(t, "slot: s\ndatabases:\n  - name: a\n    database-url: postgres://u@h1:5432/a\n  - name: b\n    database-url: postgres://u@h2:5432/a\n"); err != nil {
+		t.Errorf("one slot name on two servers: %v, want no error", err)
+	}
+}
