@@ -108,6 +108,7 @@ func benchBacklog(b *testing.B, pg *pgcluster.Cluster, slot string, emit bool, m
 	if !consumer.WaitDistinct(time.Minute, len(warm)) {
 		b.Fatal("relay did not start")
 	}
+	waitCatchupRecorded(b, conn, slot)
 	stop()
 	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
 		b.Fatal(err)

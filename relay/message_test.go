@@ -540,3 +540,33 @@ func TestEmitToTheSecondTable(t *testing.T) {
 		t.Errorf("rows: %d in outbox_events (want 0), refused event in tenant_b.outbox %d (want 1)", inA, inB)
 	}
 }
+
+// A slot whose catch-up pass was never recorded as done (the relay stopped between
+// the pass and its record) is kept: the table-less events committed past its
+// confirmed position are in no row a pass could find, and only its stream still
+// carries them. The rows committed before it are published too.
+func TestEmitAfterUnrecordedCatchupPass(t *testing.T) {
+	t.Parallel()
+	dbURL, broker, conn := outboxWithBroker(t)
+	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
+	before := testenv.WriteTx(t, conn, []string{"b"}, "before.slot", 2, false)
+	startStreaming(t, dbURL, broker, "emit_unrecorded").stop()
+	if !consumer.WaitDistinct(time.Minute, len(before)) {
+		t.Fatalf("delivered %d of the %d rows written before the slot", consumer.Distinct(), len(before))
+	}
+	// What a stop between the pass and its record leaves.
+	if _, err := conn.Exec(context.Background(),
+		"UPDATE walrelay_slots SET catchup_done_at = NULL WHERE slot_name = 'emit_unrecorded'"); err != nil {
+		t.Fatal(err)
+	}
+	emitted, _ := emitTx(t, conn, []string{"e"}, "after.slot", 3, false)
+	startStreaming(t, dbURL, broker, "emit_unrecorded")
+	if !consumer.WaitDistinct(time.Minute, len(before)+len(emitted)) {
+		t.Errorf("delivered %d of %d events", consumer.Distinct(), len(before)+len(emitted))
+	}
+	for _, ev := range emitted {
+		if consumer.Count(ev.ID) == 0 {
+			t.Errorf("emitted event %s lost", ev.ID)
+		}
+	}
+}

@@ -15,10 +15,11 @@ import (
 )
 
 // prepareSlot makes the slot ready to stream and returns where streaming starts and
-// the slot's incarnation: as it is, or created (again) with a catch-up pass when it
-// is missing, lost, or its last pass did not finish, or adopted when walrelay did not
-// create it. A slot that had to be replaced is news (docs/design.md invariant 9). The
-// tables of claim that no pass has covered get a pass of their own before streaming.
+// the slot's incarnation: as it is, created (again) with a catch-up pass when it is
+// missing or lost, kept with its pass repeated when that did not finish, or adopted
+// when walrelay did not create it. A slot that had to be replaced is news
+// (docs/design.md invariant 9). The tables of claim that no pass has covered get a
+// pass of their own before streaming.
 func (r *Relay) prepareSlot(ctx context.Context, conn, slots *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper,
 	st replication.SlotState, claim replication.Claim) (pglogrepl.LSN, time.Time, error) {
 	here, _, err := rc.Identify(ctx, r.cfg.Slot, st.Created)
@@ -41,11 +42,12 @@ func (r *Relay) prepareSlot(ctx context.Context, conn, slots *pgx.Conn, rc *repl
 	case !st.Exists:
 		start, created, err = r.createSlot(ctx, conn, slots, rc, snk, bk)
 	case st.CatchupState == replication.CatchupPending:
-		r.log.Warn("the slot's catch-up pass did not finish last time; creating the slot again", "slot", r.cfg.Slot)
-		if err := rc.DropSlot(ctx, r.cfg.Slot); err != nil {
-			return 0, time.Time{}, err
-		}
-		start, created, err = r.createSlot(ctx, conn, slots, rc, snk, bk)
+		// The slot stays: table-less events committed past its confirmed position
+		// are in no row, and a slot created again would start after them.
+		r.log.Warn("the slot's catch-up pass did not finish last time; repeating it beside the slot", "slot", r.cfg.Slot)
+		err = r.passBeside(ctx, conn, snk, bk, start, r.tableNames(), "catch-up pass", func() error {
+			return replication.MarkCatchupDone(ctx, conn, r.cfg.Slot, created, r.tableNames())
+		})
 	case st.CatchupState == replication.CatchupUnknown:
 		if created, err = replication.AdoptSlot(ctx, conn, r.cfg.Slot, r.tableNames()); err == nil {
 			r.log.Info("adopted a replication slot walrelay did not create (Debezium's, or one made by hand): it is "+
@@ -71,13 +73,24 @@ func (r *Relay) prepareSlot(ctx context.Context, conn, slots *pgx.Conn, rc *repl
 // joinPass publishes the rows of tables that joined the slot's list since its last
 // catch-up pass (docs/design.md invariant 10): the slot's stream never carried those
 // committed before the stream's start, nor those it skipped while the table was not
-// listed. The pass reads them in a snapshot taken once every transaction that had an
-// xid when it began has ended, so it sees every row whose commit the slot's
-// confirmed position start passed; later rows come through the stream (a row in
-// both is published twice). Until the pass is recorded the tables have no published
-// horizon, and a relay stopped before then repeats the pass.
+// listed. Until the pass is recorded the tables have no published horizon, and a
+// relay stopped before then repeats the pass.
 func (r *Relay) joinPass(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *poller.Bookkeeper, created time.Time,
 	start pglogrepl.LSN, names []string) error {
+	r.log.Info("outbox tables joined the slot's list: publishing the rows they hold before streaming", "slot", r.cfg.Slot,
+		"tables", names)
+	return r.passBeside(ctx, conn, snk, bk, start, names, "join pass", func() error {
+		return replication.MarkCovered(ctx, conn, r.cfg.Slot, created, names)
+	})
+}
+
+// passBeside publishes the pending rows of the tables named, for a slot that exists
+// and stays, then records the pass with record. It reads them in a snapshot taken
+// once every transaction that had an xid when it began has ended, so it sees every
+// row whose commit the slot's confirmed position start passed; later rows come
+// through the stream (a row in both is published twice).
+func (r *Relay) passBeside(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *poller.Bookkeeper,
+	start pglogrepl.LSN, names []string, what string, record func() error) error {
 	var tables []*table
 	for _, name := range names {
 		for i := range r.tables {
@@ -86,22 +99,20 @@ func (r *Relay) joinPass(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk 
 			}
 		}
 	}
-	r.log.Info("outbox tables joined the slot's list: publishing the rows they hold before streaming", "slot", r.cfg.Slot,
-		"tables", names)
 	if err := replication.AwaitOlderTransactions(ctx, conn, func(waiting int) {
 		r.log.Info("waiting for transactions older than the pass to end", "slot", r.cfg.Slot, "transactions", waiting)
 	}); err != nil {
-		return errorf("join pass", err)
+		return errorf(what, err)
 	}
 	started := time.Now()
 	n, err := r.catchUp(ctx, conn, snk, bk, "", start, tables)
 	if err != nil {
-		return errorf("join pass", err)
+		return errorf(what, err)
 	}
-	if err := replication.MarkCovered(ctx, conn, r.cfg.Slot, created, names); err != nil {
+	if err := record(); err != nil {
 		return err
 	}
-	r.log.Info("join pass done", "slot", r.cfg.Slot, "tables", names, "events", n,
+	r.log.Info(what+" done", "slot", r.cfg.Slot, "tables", names, "events", n,
 		"took", time.Since(started).Round(time.Millisecond).String())
 	return nil
 }
@@ -203,7 +214,7 @@ func (r *Relay) checkFailover(ctx context.Context, conn *pgx.Conn, rc *replicati
 // pending row committed before it: those rows will never appear in the stream, and
 // rows committed later will, so there is neither a gap nor an overlap. The slot is
 // recorded as pending first and as done last, so a crash in between makes the next
-// session create it again and repeat the pass (duplicates, never a loss).
+// session repeat the pass, beside the slot when it exists (duplicates, never a loss).
 func (r *Relay) createSlot(ctx context.Context, conn, slots *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper) (pglogrepl.LSN, time.Time, error) {
 	incarnation, err := replication.RecordSlot(ctx, conn, r.cfg.Slot)
 	if err != nil {

@@ -65,6 +65,7 @@ func benchStandbyDrain(b *testing.B, fromStandby bool) {
 	if !p.consumer.WaitDistinct(2*time.Minute, len(testenv.WriteTx(b, p.onPrimary, []string{"w"}, "warm", 1, false))) {
 		b.Fatal("the relay did not start")
 	}
+	waitCatchupRecorded(b, p.onPrimary, "bench")
 	stop()
 	for written := 0; written < b.N; written += 1000 {
 		if _, err := p.onPrimary.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)

@@ -69,8 +69,9 @@ const (
 	// CatchupUnknown: the slot was not created by walrelay (no bookkeeping row); the
 	// relay adopts it (AdoptSlot).
 	CatchupUnknown CatchupState = iota
-	// CatchupPending: walrelay created the slot but did not finish publishing the rows
-	// its snapshot saw; the slot must be created again.
+	// CatchupPending: walrelay created the slot but did not record publishing the rows
+	// its snapshot saw; the pass must be repeated, beside the slot (its stream carries
+	// the table-less events committed since).
 	CatchupPending
 	// CatchupDone: every row committed before the slot was published.
 	CatchupDone
