@@ -120,7 +120,7 @@ func benchBacklog(b *testing.B, pg *pgcluster.Cluster, slot string, emit bool, m
 
 	b.ResetTimer()
 	b.StopTimer()
-	before := testenv.CurrentLSN(b, conn)
+	before := testenv.InsertLSN(b, conn)
 	for written := 0; written < b.N; written += 100 {
 		if n := min(100, b.N-written); emit {
 			emitBatch(b, conn, written, n)
@@ -130,7 +130,7 @@ func benchBacklog(b *testing.B, pg *pgcluster.Cluster, slot string, emit bool, m
 			b.Fatal(err)
 		}
 	}
-	written := testenv.CurrentLSN(b, conn)
+	written := testenv.InsertLSN(b, conn)
 	b.StartTimer()
 	stop = run()
 	if !consumer.WaitDistinct(10*time.Minute, b.N+1) {
@@ -141,7 +141,7 @@ func benchBacklog(b *testing.B, pg *pgcluster.Cluster, slot string, emit bool, m
 	// The next case's slot streams the same table: this one lets go of it.
 	defer execSQL(b, conn, "DELETE FROM walrelay_table_slots WHERE slot_name = $1", slot)
 	defer dropSlot(b, conn, slot)
-	relayWAL := testenv.CurrentLSN(b, conn) - written
+	relayWAL := testenv.InsertLSN(b, conn) - written
 	relayRate := float64(b.N) / b.Elapsed().Seconds()
 	recvRate := float64(b.N) / drainRecvlogical(b, pg, recvSlot, written).Seconds()
 	if _, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", recvSlot); err != nil {

@@ -77,6 +77,22 @@ func CurrentLSN(t testing.TB, conn *pgx.Conn) pglogrepl.LSN {
 	return lsn
 }
 
+// InsertLSN is the end of the WAL inserted so far: past every committed
+// transaction, also where synchronous_commit=off leaves pg_current_wal_lsn (the
+// write position) behind the last commit.
+func InsertLSN(t testing.TB, conn *pgx.Conn) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(context.Background(), "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+		t.Fatalf("read wal insert lsn: %v", err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatalf("parse lsn: %v", err)
+	}
+	return lsn
+}
+
 // KeepWriting runs sql on conn every 50ms, to keep the WAL (and a slot's lag)
 // growing, until the returned stop is called; a failing statement ends it.
 func KeepWriting(conn *pgx.Conn, sql string) (stop func()) {
