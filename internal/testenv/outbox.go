@@ -66,15 +66,7 @@ func SlotLSN(t testing.TB, conn *pgx.Conn, slot string) pglogrepl.LSN {
 // CurrentLSN returns pg_current_wal_lsn().
 func CurrentLSN(t testing.TB, conn *pgx.Conn) pglogrepl.LSN {
 	t.Helper()
-	var s string
-	if err := conn.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
-		t.Fatalf("read wal lsn: %v", err)
-	}
-	lsn, err := pglogrepl.ParseLSN(s)
-	if err != nil {
-		t.Fatalf("parse lsn: %v", err)
-	}
-	return lsn
+	return walPosition(t, conn, "pg_current_wal_lsn")
 }
 
 // InsertLSN is the end of the WAL inserted so far: past every committed
@@ -82,9 +74,15 @@ func CurrentLSN(t testing.TB, conn *pgx.Conn) pglogrepl.LSN {
 // write position) behind the last commit.
 func InsertLSN(t testing.TB, conn *pgx.Conn) pglogrepl.LSN {
 	t.Helper()
+	return walPosition(t, conn, "pg_current_wal_insert_lsn")
+}
+
+// walPosition reads one of the server's WAL position functions.
+func walPosition(t testing.TB, conn *pgx.Conn, fn string) pglogrepl.LSN {
+	t.Helper()
 	var s string
-	if err := conn.QueryRow(context.Background(), "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
-		t.Fatalf("read wal insert lsn: %v", err)
+	if err := conn.QueryRow(context.Background(), "SELECT "+fn+"()::text").Scan(&s); err != nil {
+		t.Fatalf("read %s: %v", fn, err)
 	}
 	lsn, err := pglogrepl.ParseLSN(s)
 	if err != nil {
