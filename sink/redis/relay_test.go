@@ -167,9 +167,13 @@ func TestRelayRedisOutage(t *testing.T) {
 	}
 	proxy.Down()
 	before := len(progress)
-	time.Sleep(2500 * time.Millisecond) // the outage itself
-	if len(progress) == before {
-		t.Fatal("the writer committed nothing during the outage")
+	// The outage lasts until the sink has failed to write and the writer has
+	// committed meanwhile: on a busy machine the stream may bring nothing for seconds.
+	if !waitFor(30*time.Second, func() bool {
+		return len(progress) > before && strings.Contains(logs.String(), "redis unavailable")
+	}) {
+		t.Fatalf("within 30s of the outage the writer committed %d transactions and the sink saw no failure",
+			len(progress)-before)
 	}
 	during := r.xlen(stream)
 	proxy.Up()
@@ -183,7 +187,7 @@ func TestRelayRedisOutage(t *testing.T) {
 		return testenv.WriteTx(t, conn, []string{"marker"}, "marker", 1, false)[0]
 	}, len(written))
 	checkStream(t, r, stream, written, marker)
-	if int(during) >= len(written) || !strings.Contains(logs.String(), "redis unavailable") {
-		t.Errorf("the outage missed the load: %d of %d events were in the stream before redis came back, and the sink saw no failure", during, len(written))
+	if int(during) >= len(written) {
+		t.Errorf("the outage missed the load: %d of %d events were in the stream before redis came back", during, len(written))
 	}
 }
