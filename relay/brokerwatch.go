@@ -17,8 +17,8 @@ import (
 // events were delivered since.
 func (r *Relay) watchBroker(ctx context.Context) error {
 	tick := min(max(r.cfg.AckTimeout/10, 50*time.Millisecond), time.Second)
-	ticker := time.NewTicker(tick)
-	defer ticker.Stop()
+	ticker := newAlignedTicker(tick)
+	defer ticker.stop()
 	var (
 		down       bool
 		since      time.Time // when the oldest unacknowledged event was sent
@@ -31,7 +31,8 @@ func (r *Relay) watchBroker(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-ticker.C:
+		case now := <-ticker.C():
+			ticker.rearm()
 			r.acks.rotate(now)
 			age, events := r.acks.oldest(now)
 			if events > 0 {

@@ -108,17 +108,18 @@ func (r *Relay) holdLeadership(ctx context.Context, conn *pgx.Conn) (context.Con
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
-		ticker := time.NewTicker(leaderCheckInterval)
-		defer ticker.Stop()
+		ticker := newAlignedTicker(leaderCheckInterval)
+		defer ticker.stop()
 		for {
 			select {
 			case <-leadCtx.Done():
 				return
-			case <-ticker.C:
+			case <-ticker.C():
 			}
 			pingCtx, stop := context.WithTimeout(leadCtx, 2*leaderCheckInterval)
 			err := conn.Ping(pingCtx)
 			stop()
+			ticker.rearm()
 			if err != nil && leadCtx.Err() == nil {
 				r.log.Error("lost the leadership lock's connection; stopping the stream so that another instance can take over",
 					"slot", r.cfg.Slot, "err", fmt.Errorf("ping leader session: %w", err))

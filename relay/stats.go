@@ -14,8 +14,8 @@ import (
 // a stalled relay: lag growing while the confirmed LSN stands still. The slot is
 // read on slots, the standby when it is there.
 func (r *Relay) stats(ctx context.Context, pool, slots *pgxpool.Pool) error {
-	ticker := time.NewTicker(r.cfg.StatsInterval)
-	defer ticker.Stop()
+	ticker := newAlignedTicker(r.cfg.StatsInterval)
+	defer ticker.stop()
 	var lastLSN string
 	var lastLag int64
 	lastMove := time.Now()
@@ -54,7 +54,8 @@ func (r *Relay) stats(ctx context.Context, pool, slots *pgxpool.Pool) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-ticker.C():
+			ticker.rearm()
 		}
 	}
 }
