@@ -117,9 +117,9 @@ func TestCrashWhileBatching(t *testing.T) {
 		t.Errorf("the slot was confirmed to %s while the broker acked nothing after %s: confirmation ran ahead of acks",
 			maxConfirmed, refusedFrom)
 	}
-	if !batching() {
-		t.Fatal("read batching was off when the relay was to be killed; the test kills it while batching")
-	}
+	// The mode follows the rate, which a busy machine makes uneven: kill the relay
+	// at a moment its log says batching is on.
+	testenv.WaitFor(t, 30*time.Second, "read batching to be on when the relay is killed", batching)
 	first.signal(syscall.SIGKILL)
 	if code := first.wait(10 * time.Second); code != -1 {
 		t.Fatalf("relay#1 exited with code %d, want death by SIGKILL", code)
