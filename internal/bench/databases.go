@@ -88,22 +88,13 @@ func (e *env) idleDatabases(ctx context.Context, urls []string, d time.Duration)
 	}
 	cpu0, _ := cpuSeconds(rp.pid())
 	machine := readMachineCPU()
-	profiled := make(chan struct{})
+	path := ""
 	if e.opts.relayProfile != "" {
-		path := filepath.Join(e.opts.relayProfile, fmt.Sprintf("relay-idle-%d-databases.pprof", len(urls)))
-		go func() {
-			defer close(profiled)
-			if err := rp.profile(ctx, path, d); err != nil {
-				progress("  relay profile: %v", err)
-			}
-		}()
-	} else {
-		close(profiled)
+		path = filepath.Join(e.opts.relayProfile, fmt.Sprintf("relay-idle-%d-databases.pprof", len(urls)))
 	}
-	if err := pause(ctx, d); err != nil {
+	if _, err := standIdle(ctx, rp, path, d); err != nil {
 		return res, err
 	}
-	<-profiled
 	cpu1, _ := cpuSeconds(rp.pid())
 	res.RelayCPUms = (cpu1 - cpu0) * 1e3
 	res.RelayCPUmsPerS = res.RelayCPUms / d.Seconds()

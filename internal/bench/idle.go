@@ -39,24 +39,17 @@ func (e *env) measureIdle(ctx context.Context, rp *relayProc, mon *pgx.Conn, slo
 	pg0 := e.postgresCPU()
 	machine := readMachineCPU()
 
-	profiled := make(chan struct{})
+	path := ""
 	if e.opts.relayProfile != "" {
-		path := filepath.Join(e.opts.relayProfile, "relay-idle.pprof")
-		go func() {
-			defer close(profiled)
-			if err := rp.profile(ctx, path, d); err != nil {
-				progress("  relay profile: %v", err)
-				return
-			}
-			res.ProfileWrittenTo = path
-		}()
-	} else {
-		close(profiled)
+		path = filepath.Join(e.opts.relayProfile, "relay-idle.pprof")
 	}
-	if err := pause(ctx, d); err != nil {
+	written, err := standIdle(ctx, rp, path, d)
+	if err != nil {
 		return res, err
 	}
-	<-profiled
+	if written {
+		res.ProfileWrittenTo = path
+	}
 	cpu1, _ := cpuSeconds(rp.pid())
 	ws1, _ := cpuSeconds(wsPID)
 	res.RelayCPUms = (cpu1 - cpu0) * 1e3
@@ -80,4 +73,25 @@ func (e *env) measureIdle(ctx context.Context, rp *relayProc, mon *pgx.Conn, slo
 		return res, fmt.Errorf("idle: the relay was not ready after %s with no writes; relay log: %s", d, rp.logPath)
 	}
 	return res, nil
+}
+
+// standIdle lets d pass with no writes, while it writes a CPU profile of the relay
+// to path when path is set; it reports whether the profile was written.
+func standIdle(ctx context.Context, rp *relayProc, path string, d time.Duration) (bool, error) {
+	profiled := make(chan bool, 1)
+	if path != "" {
+		go func() {
+			err := rp.profile(ctx, path, d)
+			if err != nil {
+				progress("  relay profile: %v", err)
+			}
+			profiled <- err == nil
+		}()
+	} else {
+		profiled <- false
+	}
+	if err := pause(ctx, d); err != nil {
+		return false, err
+	}
+	return <-profiled, nil
 }
