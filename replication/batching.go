@@ -5,6 +5,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/quietconn"
 )
 
 // Read batching. A relay that keeps up with the walsender wakes for every few
@@ -44,7 +46,7 @@ func newReadBatching(c net.Conn) *readBatching {
 		c = t.NetConn()
 	}
 	b := &readBatching{}
-	if tc, ok := c.(*net.TCPConn); ok {
+	if tc, ok := quietconn.TCP(c); ok {
 		b.raw, _ = tc.SyscallConn()
 	}
 	return b

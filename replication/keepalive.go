@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/internal/quietconn"
 )
 
 // Keepalive timings for the connections whose silent loss must not outlive a
@@ -46,7 +48,8 @@ const (
 // when the network path dies silently: it asks the server for keepalives and a TCP
 // user timeout on its socket (startup parameters), and dials the client's socket with
 // the same. Settings the URL already has are kept and mirrored on the client side;
-// they are ignored on Unix-domain sockets.
+// they are ignored on Unix-domain sockets. The client's TCP socket is quiet
+// (internal/quietconn): its reads and writes do not wake the Go runtime's monitor.
 func TuneKeepalives(cfg *pgconn.Config) {
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
@@ -87,7 +90,7 @@ func TuneKeepalives(cfg *pgconn.Config) {
 			return setErr
 		}
 	}
-	cfg.DialFunc = d.DialContext
+	cfg.DialFunc = quietconn.Dial(d.DialContext)
 }
 
 // setting returns the duration the URL gives the server parameter, or sets the

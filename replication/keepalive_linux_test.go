@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sys/unix"
 
+	"github.com/walrelay/walrelay/internal/quietconn"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -48,7 +49,11 @@ func TestKeepalivesTuneBothEnds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, err := conn.(*net.TCPConn).SyscallConn()
+		if _, ok := conn.(*quietconn.Conn); !ok {
+			t.Fatalf("DialFunc gave a %T, want a quiet TCP connection (internal/quietconn)", conn)
+		}
+		tcp, _ := quietconn.TCP(conn)
+		raw, err := tcp.SyscallConn()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -178,6 +178,7 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 		// 10-15% at 1,000 and 5,000 events/s, for about 2.5ms more commit to consume
 		// (docs/performance.md, "Moderate rates"); franz-go's 10ms cost 5ms at p50.
 		kgo.ProducerLinger(3 * time.Millisecond),
+		kgo.Dialer(dial),
 		comp,
 	}
 	if cfg.MaxBufferedEvents > 0 {

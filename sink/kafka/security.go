@@ -6,9 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
@@ -88,7 +86,7 @@ func (s Security) Opts() ([]kgo.Opt, error) {
 			}
 			cfg.Certificates = []tls.Certificate{cert}
 		}
-		opts = append(opts, kgo.Dialer((&tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: cfg}).DialContext))
+		opts = append(opts, kgo.Dialer(dialTLS(cfg)))
 	}
 	switch s.SASLMechanism {
 	case "PLAIN":
