@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/walrelay/walrelay/internal/procs"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -30,6 +32,8 @@ func runCommand() *cobra.Command {
 				return err
 			}
 			s.warn(nil, logger)
+			stopAdapting := adaptProcs(cmd.Context(), logger)
+			defer stopAdapting()
 			tp, err := tracerProvider(cmd.Context(), logger)
 			if err != nil {
 				return err
@@ -69,6 +73,22 @@ func runCommand() *cobra.Command {
 	s.register(cmd.Flags())
 	cmd.Flags().StringVar(&only, "database", "", "with a file's databases list: run this database of it alone (empty: all)")
 	return cmd
+}
+
+// adaptProcs runs the relay on one processor while its load fits on one
+// (internal/procs), unless GOMAXPROCS is set in the environment: then the operator's
+// count stands. The returned function stops adapting and restores the default.
+func adaptProcs(ctx context.Context, logger *slog.Logger) (stop func()) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		procs.Adapt(ctx, procs.DefaultPolicy, logger)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // runDatabases runs one relay per entry of the file's databases list (or the one
