@@ -15,7 +15,7 @@ func writeByLoad(w io.Writer, r *results) {
 	}
 	fmt.Fprintln(w, "### By load")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Relay CPU is its process's utime + stime over the step; latency is the row's created_at to the "+
+	fmt.Fprintln(w, "Relay CPU is its threads' run time over the step (schedstat, in nanoseconds); latency is the row's created_at to the "+
 		"hand-over to the producer (the relay's share), and commit to consume in parentheses; RSS at the end of the step "+
 		"(the drain: its peak). Per event, the relay's read and write system calls and its threads' context switches: "+
 		"each is a wake-up cycle's share.")

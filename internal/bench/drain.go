@@ -54,7 +54,7 @@ type drainResult struct {
 	Seconds           float64 `json:"seconds"`        // process start to the N-th broker ack
 	EventsPerSec      float64 `json:"events_per_sec"` // Events / Seconds
 	SettledSeconds    float64 `json:"settled_seconds"`
-	CPUSeconds        float64 `json:"relay_cpu_seconds"` // utime+stime, start to settled
+	CPUSeconds        float64 `json:"relay_cpu_seconds"` // run time (cpuSeconds), start to settled
 	CPUMicrosPerEvent float64 `json:"relay_cpu_us_per_event"`
 	CPUSecondsAtExit  float64 `json:"relay_cpu_seconds_at_exit"`
 	PeakRSSBytes      int64   `json:"relay_peak_rss_bytes"`
