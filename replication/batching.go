@@ -19,17 +19,22 @@ import (
 // batchWait, all the transactions of that time in one wake-up. Both cut relay CPU per
 // event (docs/performance.md, "Moderate rates"). The price is up to batchWait of
 // latency, so batching is on only while the bytes of a rate window arrive at onRate
-// or faster, and off again below a quarter of it: a slow stream is read as it comes.
+// or faster, and off again below a quarter of it: a slow stream (up to about 125
+// single-event transactions a second) is read as it comes.
 const (
 	batchBytes = 16 << 10
 	// batchWait bounds how long a batching read may hold back the bytes it has.
 	batchWait = 2 * time.Millisecond
 	// onRate is the arrival rate, in bytes a second, from which batching is on:
-	// about 2,000 single-event transactions a second, four or more per batchWait.
-	onRate = 1 << 20
+	// about 500 single-event transactions a second, one or more per batchWait. At
+	// 1,000 a second that took a sixth off the relay's CPU per event for about 1 ms
+	// more hand-over at p50 (docs/performance.md, "Moderate rates: read batching from
+	// 500 transactions a second").
+	onRate = 256 << 10
 	// rateWindow is the shortest time the arrival rate is measured over, so that
-	// one burst, or one pause of the walsender, does not switch the mode.
-	rateWindow = 10 * time.Millisecond
+	// one burst, or one pause of the walsender, does not switch the mode: long
+	// enough to hold several transactions at the rates near the thresholds.
+	rateWindow = 100 * time.Millisecond
 )
 
 // readBatching decides when to batch reads and sets the socket option.

@@ -68,12 +68,12 @@ func TestBatchingFollowsTheArrivalRate(t *testing.T) {
 	if d := b.deadline(now, now.Add(time.Second)); d != now.Add(time.Second) {
 		t.Fatal("unbatched deadline is not the status timer")
 	}
-	// a moderate stream: 5,000 transactions of 470 bytes a second (2.3 MB/s) turns
-	// it on, 1,000 (470 kB/s) does not, from off
+	// a moderate stream: 1,000 transactions of 470 bytes a second (470 kB/s) turns
+	// it on, 100 (47 kB/s) does not, from off
 	for _, c := range []struct {
 		perSecond int
 		on        bool
-	}{{1000 * 470, false}, {5000 * 470, true}} {
+	}{{100 * 470, false}, {1000 * 470, true}, {5000 * 470, true}} {
 		b.set(false)
 		b.windowStart = now
 		b.received(c.perSecond * int(rateWindow) / int(time.Second))
