@@ -21,6 +21,17 @@ import (
 // pair returns a quiet client connection and the plain server end of it.
 func pair(t *testing.T) (*quietconn.Conn, net.Conn) {
 	t.Helper()
+	c, server := loopback(t, quietconn.Dial((&net.Dialer{}).DialContext))
+	q, ok := c.(*quietconn.Conn)
+	if !ok {
+		t.Fatalf("Dial over TCP gave a %T, want *quietconn.Conn", c)
+	}
+	return q, server
+}
+
+// loopback connects a client made by dial to a plain server end on loopback.
+func loopback(t *testing.T, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (client, server net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -28,27 +39,18 @@ func pair(t *testing.T) (*quietconn.Conn, net.Conn) {
 	defer ln.Close()
 	accepted := make(chan net.Conn, 1)
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
+		s, _ := ln.Accept()
+		accepted <- s
 	}()
-	c, err := quietconn.Dial((&net.Dialer{}).DialContext)(context.Background(), "tcp", ln.Addr().String())
+	client, err = dial(context.Background(), "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	server, ok := <-accepted
-	if !ok {
+	if server = <-accepted; server == nil {
 		t.Fatal("accept failed")
 	}
-	q, ok := c.(*quietconn.Conn)
-	if !ok {
-		t.Fatalf("Dial over TCP gave a %T, want *quietconn.Conn", c)
-	}
-	t.Cleanup(func() { q.Close(); server.Close() })
-	return q, server
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
 }
 
 func TestEchoesEveryByte(t *testing.T) {
@@ -226,7 +228,7 @@ func TestWrapLeavesOtherConnectionsAlone(t *testing.T) {
 func TestRoundTripsMakeNoSyscallTheRuntimeSees(t *testing.T) {
 	c, server := pair(t)
 	go io.Copy(server, server)
-	plain, plainServer := plainPair(t)
+	plain, plainServer := loopback(t, (&net.Dialer{}).DialContext)
 	go io.Copy(plainServer, plainServer)
 
 	var buf bytes.Buffer
@@ -259,30 +261,6 @@ func TestRoundTripsMakeNoSyscallTheRuntimeSees(t *testing.T) {
 	if counts["quiet"] != 0 {
 		t.Fatalf("the quiet connection's %d round trips made %d system calls the runtime saw, want 0", trips, counts["quiet"])
 	}
-}
-
-func plainPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		s, _ := ln.Accept()
-		accepted <- s
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-accepted
-	if s == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { c.Close(); s.Close() })
-	return c, s
 }
 
 // syscallsInRegions counts, per region name, the goroutines' entries into the
