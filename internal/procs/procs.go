@@ -3,14 +3,15 @@
 // when its load calls for it.
 //
 // Why: a relay that keeps up with its stream spends its CPU on waking up, not on the
-// events (docs/performance.md, "Moderate rates"). With more than one processor the
+// events (docs/performance.md, "Moderate rates: the runtime's monitor thread and one
+// processor"). With more than one processor the
 // Go runtime wakes a second thread to look for work each time a goroutine becomes
 // runnable, and that thread parks again a moment later: two thread switches a
 // wake-up, each far dearer on a small virtual machine than the goroutine switch it
 // replaces. On one processor a hand-over between goroutines stays on the thread that
-// made it. The relay at a backlog's pace needs a fraction of a core, so one processor
-// holds it; what needs more (compression, several busy databases, TLS) raises the
-// count within a sample.
+// made it. A relay that keeps up with a moderate stream uses a small part of a core;
+// what needs more (a backlog drain, compression, several busy databases, TLS) raises
+// the count within a sample.
 package procs
 
 import (
@@ -42,11 +43,10 @@ var DefaultPolicy = Policy{Every: time.Second, Up: 0.6, Down: 0.3, Calm: 10}
 // scheduling (the walrelay binary, not a library): GOMAXPROCS is process-wide.
 func Adapt(ctx context.Context, p Policy, logger *slog.Logger) {
 	defer runtime.SetDefaultGOMAXPROCS()
-	defaultProcs := runtime.GOMAXPROCS(0)
-	if defaultProcs <= 1 || cpuUsed() < 0 {
+	if runtime.GOMAXPROCS(0) <= 1 || cpuUsed() < 0 {
 		return
 	}
-	a := adapter{policy: p, wide: defaultProcs}
+	a := adapter{policy: p}
 	runtime.GOMAXPROCS(1)
 	tick := time.NewTimer(untilAligned(time.Now(), p.Every))
 	defer tick.Stop()
@@ -65,8 +65,7 @@ func Adapt(ctx context.Context, p Policy, logger *slog.Logger) {
 		switch a.observe(share) {
 		case widen:
 			runtime.SetDefaultGOMAXPROCS()
-			a.wide = runtime.GOMAXPROCS(0)
-			logger.Debug("more processors: the load needs them", "gomaxprocs", a.wide, "cpu_share", round2(share))
+			logger.Debug("more processors: the load needs them", "gomaxprocs", runtime.GOMAXPROCS(0), "cpu_share", round2(share))
 		case narrow:
 			runtime.GOMAXPROCS(1)
 			logger.Debug("one processor: the load fits on it", "cpu_share", round2(share))
@@ -86,7 +85,6 @@ const (
 // samples in a row the load stayed under Down.
 type adapter struct {
 	policy Policy
-	wide   int // the runtime's default count
 	raised bool
 	calm   int
 }

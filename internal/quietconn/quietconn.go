@@ -7,7 +7,8 @@
 // until the process is idle again. A relay that keeps up with a moderate stream is
 // idle between short bursts of work several hundred times a second, so the monitor
 // ends up switching more often than the relay's own threads: at 5,000 events/s it was
-// a third of the relay's CPU (docs/performance.md, "Moderate rates"). A read or write
+// a third of the relay's CPU (docs/performance.md, "Moderate rates: the runtime's
+// monitor thread and one processor"). A read or write
 // on a non-blocking socket never blocks, so it does not need the runtime told: this
 // package makes those two calls directly and leaves waiting for readiness, deadlines
 // and closing to the runtime's poller, as the net package does.
