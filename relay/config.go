@@ -250,7 +250,7 @@ func DefaultConfig() Config {
 		Mode:              ModeStream,
 		ProgressInterval:  time.Second,
 		Retry:             poller.DefaultPolicy(),
-		PollBatchSize:     500,
+		PollBatchSize:     1000,
 		PollWorkers:       4,
 		PollInterval:      time.Second,
 		PublishTimeout:    2*time.Minute + 10*time.Second,
