@@ -180,7 +180,13 @@ func TestRetirementDeletesOnlyPublishedRows(t *testing.T) {
 	insert("new.published", "1 day", false, false)
 	insert("old.retrying", "8 days", true, false)
 	insert("old.dead", "8 days", false, true)
-	// The horizon: taken now, as a relay would once it confirmed past these rows.
+	// The horizon: taken, as a relay would once it confirmed past these rows, when no
+	// transaction older than them is still open. The cluster is shared with tests
+	// running in parallel, whose open transactions hold the snapshot's xmin back.
+	waitFor(t, 30*time.Second, "every transaction older than the rows to end", func() bool {
+		return count(t, conn, `SELECT count(*) FROM outbox_events
+			WHERE walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) >= pg_snapshot_xmin(pg_current_snapshot())::text::bigint`) == 0
+	})
 	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ('retire', now())`); err != nil {
 		t.Fatal(err)
 	}
