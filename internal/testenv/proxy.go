@@ -86,11 +86,13 @@ func (p *Proxy) accept(ln net.Listener) {
 		if err != nil {
 			return
 		}
-		go p.forward(client)
+		go p.forward(ln, client)
 	}
 }
 
-func (p *Proxy) forward(client net.Conn) {
+// forward pipes client, accepted on ln, to a new connection to the server. A Down
+// while the server is being dialled closed ln: the connection is cut then too.
+func (p *Proxy) forward(ln net.Listener, client net.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), proxyDialTimeout)
 	server, err := p.dial(ctx)
 	cancel()
@@ -99,6 +101,12 @@ func (p *Proxy) forward(client net.Conn) {
 		return
 	}
 	p.mu.Lock()
+	if p.ln != ln {
+		p.mu.Unlock()
+		client.Close()
+		server.Close()
+		return
+	}
 	p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 	p.mu.Unlock()
 	go p.pipe(client, server)
