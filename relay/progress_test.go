@@ -13,6 +13,7 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/replication"
 )
 
 // unpublished is the condition of a row of table not yet published, in any
@@ -183,10 +184,11 @@ func TestRetirementDeletesOnlyPublishedRows(t *testing.T) {
 	// The horizon: taken, as a relay would once it confirmed past these rows, when no
 	// transaction older than them is still open. The cluster is shared with tests
 	// running in parallel, whose open transactions hold the snapshot's xmin back.
-	waitFor(t, 30*time.Second, "every transaction older than the rows to end", func() bool {
-		return count(t, conn, `SELECT count(*) FROM outbox_events
-			WHERE walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) >= pg_snapshot_xmin(pg_current_snapshot())::text::bigint`) == 0
-	})
+	awaitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := replication.AwaitOlderTransactions(awaitCtx, conn, func(left int) { t.Logf("waiting for %d older transactions", left) }); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ('retire', now())`); err != nil {
 		t.Fatal(err)
 	}
