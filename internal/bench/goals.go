@@ -14,7 +14,22 @@ const (
 	goalLatencyRate   = 5000 // events/s of the latency goals
 	goalP99ms         = 20
 	goalP999ms        = 40
+
+	// The cost goals at every rate (docs/performance.md): the relay's CPU when idle
+	// and per event at moderate rates, the relay's share of the latency at those
+	// rates, poll mode against the stream, and what an extra idle database adds.
+	goalIdleMsPerSec       = 2.0
+	goalHandoverP99ms      = 5
+	goalHandoverP999ms     = 10
+	goalPollRatio          = 0.5
+	goalExtraDatabaseMsPer = 0.5
 )
+
+// goalCPUPerEvent is the relay CPU per event each moderate rate is held to, µs.
+var goalCPUPerEvent = []struct {
+	rate   int
+	micros float64
+}{{5000, 8}, {20000, 5}}
 
 func verdict(ok bool) string {
 	if ok {
@@ -27,13 +42,8 @@ func verdict(ok bool) string {
 // it is compared with, from this run.
 func writeGoals(w io.Writer, r *results) {
 	d := r.Drain
-	var lat *latencyResult
-	for i := range r.Latency {
-		if r.Latency[i].TargetRate == goalLatencyRate {
-			lat = &r.Latency[i]
-		}
-	}
-	if (d == nil || len(d.Rounds) == 0) && lat == nil {
+	lat := latencyAt(r, goalLatencyRate)
+	if (d == nil || len(d.Rounds) == 0) && lat == nil && r.Idle == nil && len(r.Modes) == 0 && len(r.Databases) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "### Goals (%s)\n\n", r.Settings.Relay)
@@ -79,5 +89,66 @@ func writeGoals(w io.Writer, r *results) {
 		fmt.Fprintf(w, "| events over 10 ms at %s/s (the worst second) | %s of %s (%s in second %d) | | |\n", commas(goalLatencyRate),
 			commas(lat.E2ESlow), commas(lat.Consumed), commas(worst), at)
 	}
+	writeCostGoals(w, r)
 	fmt.Fprintln(w)
+}
+
+// writeCostGoals prints the goals of cost at every rate, for the scenarios that ran.
+func writeCostGoals(w io.Writer, r *results) {
+	if i := r.Idle; i != nil {
+		fmt.Fprintf(w, "| idle: relay CPU ≤ %.0f ms a second, the slot still confirmed and /readyz 200 | %.2f ms/s; confirmed %s, ready %s | | %s |\n",
+			goalIdleMsPerSec, i.RelayCPUmsPerS, yesNo(i.ConfirmedMoved), yesNo(i.Ready),
+			verdict(i.RelayCPUmsPerS <= goalIdleMsPerSec && i.ConfirmedMoved && i.Ready))
+	}
+	for _, g := range goalCPUPerEvent {
+		lat := latencyAt(r, g.rate)
+		if lat == nil {
+			continue
+		}
+		fmt.Fprintf(w, "| relay CPU ≤ %g µs per event at %s/s | %.1f µs | %s events/s reached | %s |\n",
+			g.micros, commas(g.rate), lat.RelayCPUMicrosPerEvent, commas(int(math.Round(lat.AchievedRate))),
+			verdict(lat.RelayCPUMicrosPerEvent <= g.micros))
+		fmt.Fprintf(w, "| created→hand-over p99 ≤ %d ms and p99.9 ≤ %d ms at %s/s | %s / %s ms | | %s |\n",
+			goalHandoverP99ms, goalHandoverP999ms, commas(g.rate), ms(lat.HandoverP99ms), ms(lat.HandoverP999ms),
+			verdict(float64(lat.HandoverP99ms) <= goalHandoverP99ms && float64(lat.HandoverP999ms) <= goalHandoverP999ms))
+	}
+	var stream *modeResult
+	for i := range r.Modes {
+		if r.Modes[i].Default && r.Modes[i].Skipped == "" {
+			stream = &r.Modes[i]
+		}
+	}
+	for _, m := range r.Modes {
+		if stream == nil || m.Mode != "poll" || m.Skipped != "" || stream.EventsPerSec == 0 {
+			continue
+		}
+		ratio := m.EventsPerSec / stream.EventsPerSec
+		fmt.Fprintf(w, "| poll drain, `--on-publish %s`, ≥ %.1f × the stream's default (same run) | %s events/s | stream `%s` %s events/s | %.2f: %s |\n",
+			m.OnPublish, goalPollRatio, commas(int(math.Round(m.EventsPerSec))), stream.OnPublish,
+			commas(int(math.Round(stream.EventsPerSec))), ratio, verdict(ratio >= goalPollRatio))
+	}
+	if n := len(r.Databases); n > 1 {
+		first, last := r.Databases[0], r.Databases[n-1]
+		extra := (last.RelayCPUmsPerS - first.RelayCPUmsPerS) / float64(last.Databases-first.Databases)
+		fmt.Fprintf(w, "| each idle database past the first ≤ %.1f ms of CPU a second (%d in one process) | %.3f ms/s | %d: %.2f ms/s, %d: %.2f ms/s | %s |\n",
+			goalExtraDatabaseMsPer, last.Databases, extra, first.Databases, first.RelayCPUmsPerS, last.Databases, last.RelayCPUmsPerS,
+			verdict(extra <= goalExtraDatabaseMsPer))
+	}
+}
+
+// latencyAt is the latency step at the target rate, or nil.
+func latencyAt(r *results, rate int) *latencyResult {
+	for i := range r.Latency {
+		if r.Latency[i].TargetRate == rate {
+			return &r.Latency[i]
+		}
+	}
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -83,7 +83,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.repeats, "repeats", defaultRepeats, "rounds of walrelay + pg_recvlogical drains (even: each goes first as often)")
 	flag.IntVar(&o.modeEvents, "mode-events", 200_000, "backlog rows per --mode/--on-publish run (scenario 4)")
 	flag.IntVar(&o.pgoutputEvents, "pgoutput-events", 500_000, "backlog rows per round of the pgoutput scenario (pg_recvlogical per pgoutput option set)")
-	flag.StringVar(&rates, "rates", "1000,5000,20000", "load generator rates, events/s (scenario 3)")
+	flag.StringVar(&rates, "rates", "100,1000,5000,20000", "load generator rates, events/s (scenario 3)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 20*time.Second, "how long each rate runs")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long the relay stands by with no writes before the rates (scenario 3; 0 skips the step)")
 	flag.IntVar(&o.workers, "workers", 8, "load generator connections")
@@ -99,7 +99,7 @@ func parseFlags() (options, error) {
 	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s, 10s idle")
 	flag.StringVar(&o.onPublish, "on-publish", "", "--on-publish of the drain and latency runs (scenarios 1-3); empty: the relay's default")
 	var modes string
-	flag.StringVar(&modes, "modes", "mark,delete,none,progress,poll:mark",
+	flag.StringVar(&modes, "modes", "mark,delete,none,progress,poll:mark,poll:delete",
 		"scenario 4's runs: --on-publish values for --mode stream, poll:VALUE for --mode poll; the relay's default is added if missing, and values the binary refuses are skipped")
 	var relayArgs string
 	flag.StringVar(&relayArgs, "relay-args", "", "more `walrelay run` flags for every relay, space-separated (e.g. \"--kafka-compression lz4\")")
