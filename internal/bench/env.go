@@ -37,6 +37,7 @@ type env struct {
 	opts     options
 	work     string // temporary directory: binaries, logs
 	walrelay string // the relay binary
+	floor    string // wakefloor, the idle step's reference process
 	recvlog  string // pg_recvlogical
 	cluster  *pgcluster.Cluster
 	broker   *proc
@@ -84,6 +85,11 @@ func setup(ctx context.Context, opts options) (*env, error) {
 	}
 	kfakeBin := filepath.Join(e.work, "kfakeserver")
 	if err := goBuild(ctx, kfakeBin, "github.com/walrelay/walrelay/internal/bench/kfakeserver"); err != nil {
+		return e, err
+	}
+
+	e.floor = filepath.Join(e.work, "wakefloor")
+	if err := goBuild(ctx, e.floor, "github.com/walrelay/walrelay/internal/bench/wakefloor"); err != nil {
 		return e, err
 	}
 

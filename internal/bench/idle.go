@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,9 +15,12 @@ import (
 
 // idleResult is the relay streaming with no writes: what it costs to stand by.
 type idleResult struct {
-	Seconds          float64 `json:"seconds"`
-	RelayCPUms       float64 `json:"relay_cpu_ms"`
-	RelayCPUmsPerS   float64 `json:"relay_cpu_ms_per_second"`
+	Seconds        float64 `json:"seconds"`
+	RelayCPUms     float64 `json:"relay_cpu_ms"`
+	RelayCPUmsPerS float64 `json:"relay_cpu_ms_per_second"`
+	// FloorCPUmsPerS is wakefloor's CPU in the same seconds: a Go process that only
+	// wakes once a second, what any wake-up costs on this machine (0: not measured).
+	FloorCPUmsPerS   float64 `json:"floor_cpu_ms_per_second,omitempty"`
 	WalsenderCPUms   float64 `json:"walsender_cpu_ms"`
 	PostgresCPUms    float64 `json:"postgres_cpu_ms"` // the whole server's, the relay's statements included
 	RSSKiB           int64   `json:"rss_kib"`
@@ -43,10 +50,12 @@ func (e *env) measureIdle(ctx context.Context, rp *relayProc, mon *pgx.Conn, slo
 	if e.opts.relayProfile != "" {
 		path = filepath.Join(e.opts.relayProfile, "relay-idle.pprof")
 	}
+	floor := e.startFloor(ctx, d)
 	written, err := standIdle(ctx, rp, path, d)
 	if err != nil {
 		return res, err
 	}
+	res.FloorCPUmsPerS = floor()
 	if written {
 		res.ProfileWrittenTo = path
 	}
@@ -66,8 +75,8 @@ func (e *env) measureIdle(ctx context.Context, rp *relayProc, mon *pgx.Conn, slo
 	}
 	res.ConfirmedMoved = lag1 <= max(lag0, 64<<10)
 	res.Ready = rp.waitReady(ctx, time.Second) == nil
-	progress("  idle %s: relay CPU %.0f ms (%.2f ms/s), walsender %.0f ms, PostgreSQL %.0f ms, RSS %s, slot lag %s -> %s, ready %v",
-		d, res.RelayCPUms, res.RelayCPUmsPerS, res.WalsenderCPUms, res.PostgresCPUms,
+	progress("  idle %s: relay CPU %.0f ms (%.2f ms/s; a process that only wakes once a second %.2f ms/s), walsender %.0f ms, PostgreSQL %.0f ms, RSS %s, slot lag %s -> %s, ready %v",
+		d, res.RelayCPUms, res.RelayCPUmsPerS, res.FloorCPUmsPerS, res.WalsenderCPUms, res.PostgresCPUms,
 		bytesIEC(res.RSSKiB<<10), bytesIEC(lag0), bytesIEC(lag1), res.Ready)
 	if !res.Ready {
 		return res, fmt.Errorf("idle: the relay was not ready after %s with no writes; relay log: %s", d, rp.logPath)
@@ -94,4 +103,29 @@ func standIdle(ctx context.Context, rp *relayProc, path string, d time.Duration)
 		return false, err
 	}
 	return <-profiled, nil
+}
+
+// startFloor runs wakefloor for d beside the idle relay; the function it returns
+// waits for it and gives its CPU in ms a second (0 if it failed: the floor is a
+// reference, not a result).
+func (e *env) startFloor(ctx context.Context, d time.Duration) func() float64 {
+	cmd := exec.CommandContext(ctx, e.floor, "-for", d.String())
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		progress("  wakefloor: %v", err)
+		return func() float64 { return 0 }
+	}
+	return func() float64 {
+		if err := cmd.Wait(); err != nil {
+			progress("  wakefloor: %v", err)
+			return 0
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(out.String()), 64)
+		if err != nil {
+			progress("  wakefloor printed %q: %v", out.String(), err)
+			return 0
+		}
+		return v
+	}
 }

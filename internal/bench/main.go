@@ -83,7 +83,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.repeats, "repeats", defaultRepeats, "rounds of walrelay + pg_recvlogical drains (even: each goes first as often)")
 	flag.IntVar(&o.modeEvents, "mode-events", 200_000, "backlog rows per --mode/--on-publish run (scenario 4)")
 	flag.IntVar(&o.pgoutputEvents, "pgoutput-events", 500_000, "backlog rows per round of the pgoutput scenario (pg_recvlogical per pgoutput option set)")
-	flag.StringVar(&rates, "rates", "100,1000,5000,20000", "load generator rates, events/s (scenario 3)")
+	flag.StringVar(&rates, "rates", defaultRates, "load generator rates, events/s (scenario 3)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 20*time.Second, "how long each rate runs")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long the relay stands by with no writes before the rates (scenario 3; 0 skips the step)")
 	flag.IntVar(&o.workers, "workers", 8, "load generator connections")
@@ -166,6 +166,9 @@ func parseFlags() (options, error) {
 // defaultRepeats is -repeats' default: even, so that the relay and pg_recvlogical
 // each drain first in half of the rounds.
 const defaultRepeats = 4
+
+// defaultRates is -rates' default: the loads of the "By load" table.
+const defaultRates = "100,1000,5000,20000"
 
 func main() {
 	opts, err := parseFlags()

@@ -7,7 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,7 +63,7 @@ type settingsInfo struct {
 // defaults reports whether the sizes are the harness's defaults.
 func (s settingsInfo) defaults() bool {
 	return s.Events == 1_000_000 && s.Repeats == defaultRepeats && s.ModeEvents == 200_000 && s.PgoutputEvents == 500_000 && s.RateSeconds == 20 &&
-		slices.Equal(s.Rates, []int{1000, 5000, 20000}) && s.Workers == 8 && s.Partitions == 4 &&
+		joinInts(s.Rates) == defaultRates && s.Workers == 8 && s.Partitions == 4 &&
 		s.Aggregates == 10_000 && s.PayloadBytes == 200
 }
 
@@ -367,4 +367,13 @@ func commas(n int) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// joinInts writes ns as a flag value: "100,1000".
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
