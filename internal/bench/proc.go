@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/bench/schedstat"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100 on
@@ -159,24 +160,8 @@ func cpuSeconds(pid int) (float64, error) {
 }
 
 func runSeconds(pid int) (float64, error) {
-	paths, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(paths) == 0 {
-		return 0, fmt.Errorf("/proc/%d/task: no schedstat", pid)
-	}
-	var ns uint64
-	for _, path := range paths {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			continue // the thread ended
-		}
-		run, _, _ := strings.Cut(string(data), " ")
-		n, err := strconv.ParseUint(run, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", path, err)
-		}
-		ns += n
-	}
-	return float64(ns) / 1e9, nil
+	d, err := schedstat.Run(strconv.Itoa(pid))
+	return d.Seconds(), err
 }
 
 // statSeconds reads utime+stime of pid from /proc/<pid>/stat.
