@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/walrelay/walrelay/outbox"
@@ -14,6 +15,12 @@ import (
 // it) is unpublishable: its event would have no id, and no bookkeeping could find it.
 var ErrNullID = errors.New("is NULL: an event needs its id")
 
+// column is one text column of an event row as read: its value, or NULL.
+type column struct {
+	value string
+	null  bool
+}
+
 // ScanEvent reads one row selected with EventColumns (plus extra columns into
 // extra); cols names the columns in its errors and places its header, partition and
 // trace columns as the decoder does. A row that can never become an event (a NULL
@@ -22,57 +29,66 @@ var ErrNullID = errors.New("is NULL: an event needs its id")
 // read at all. A NULL payload is an event with NullPayload set.
 func ScanEvent(row pgx.Row, shape outbox.Shape, extra ...any) (ev outbox.Event, unpublishable error, err error) {
 	cols := shape.Columns
-	var id, aggType, aggID, eventType *string
-	var payload *[]byte
-	var created pgtype.Timestamptz
-	dest := []any{&id, &aggType, &aggID, &eventType, &payload, &created}
-	headers := make([]*string, len(cols.Headers))
-	for i := range headers {
-		dest = append(dest, &headers[i])
-	}
-	var partition, trace *string
+	// id, aggregate type, aggregate id, event type, the placed columns: the payload
+	// and created_at are read apart.
+	n := 4 + len(cols.Headers) + len(cols.Envelope)
 	if cols.Partition != "" {
-		dest = append(dest, &partition)
+		n++
 	}
 	if cols.Trace != "" {
-		dest = append(dest, &trace)
+		n++
 	}
-	envelope := make([]*string, len(cols.Envelope))
-	for i := range envelope {
-		dest = append(dest, &envelope[i])
+	var buf [12]column
+	texts := buf[:0]
+	if n > len(buf) {
+		texts = make([]column, 0, n)
 	}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
+	var payload []byte
+	var created pgtype.Timestamptz
+	raw, ok := row.(rawRow)
+	if ok {
+		texts, ok, err = readRaw(raw, n, texts, &payload, &created, extra)
+	}
+	if !ok && err == nil {
+		texts, err = scanText(row, n, texts, &payload, &created, extra)
+	}
+	if err != nil {
 		return ev, nil, err
 	}
-	ev.Headers = placedHeaders(shape, headers, trace)
-	for i, v := range envelope {
-		f := outbox.Field{Key: cols.Envelope[i].Key(), Null: v == nil}
-		if v != nil {
-			f.Value = *v
+	placed := texts[4:]
+	headers := placed[:len(cols.Headers)]
+	placed = placed[len(cols.Headers):]
+	if cols.Partition != "" {
+		if !placed[0].null {
+			ev.Partition = placed[0].value
 		}
-		ev.Envelope = append(ev.Envelope, f)
+		placed = placed[1:]
 	}
-	if partition != nil {
-		ev.Partition = *partition
+	var trace *column
+	if cols.Trace != "" {
+		trace, placed = &placed[0], placed[1:]
 	}
-	if id == nil {
+	ev.Headers = placedHeaders(shape, headers, trace)
+	for i, v := range placed {
+		ev.Envelope = append(ev.Envelope, outbox.Field{Key: cols.Envelope[i].Key(), Value: v.value, Null: v.null})
+	}
+	if texts[0].null {
 		return ev, fmt.Errorf("outbox row: column %s %w", cols.ID, ErrNullID), nil
 	}
-	ev.ID = *id
-	for _, c := range []struct {
+	ev.ID = texts[0].value
+	for i, c := range []struct {
 		name string
-		v    *string
 		dst  *string
-	}{{cols.AggregateType, aggType, &ev.AggregateType}, {cols.AggregateID, aggID, &ev.AggregateID}, {cols.EventType, eventType, &ev.EventType}} {
-		if c.v == nil {
+	}{{cols.AggregateType, &ev.AggregateType}, {cols.AggregateID, &ev.AggregateID}, {cols.EventType, &ev.EventType}} {
+		if texts[1+i].null {
 			return ev, fmt.Errorf("outbox row %s: column %s is NULL", ev.ID, c.name), nil
 		}
-		*c.dst = *c.v
+		*c.dst = texts[1+i].value
 	}
 	if payload == nil {
 		ev.NullPayload = true // published as a null value (a tombstone)
 	} else {
-		ev.Payload = *payload
+		ev.Payload = payload
 	}
 	if !created.Valid || created.InfinityModifier != pgtype.Finite {
 		return ev, fmt.Errorf("outbox row %s: column %s is not a finite timestamp", ev.ID, cols.CreatedAt), nil
@@ -81,20 +97,91 @@ func ScanEvent(row pgx.Row, shape outbox.Shape, extra ...any) (ev outbox.Event, 
 	return ev, nil, nil
 }
 
+// rawRow is a row of pgx's that also gives its columns as received.
+type rawRow interface {
+	RawValues() [][]byte
+	FieldDescriptions() []pgconn.FieldDescription
+	Conn() *pgx.Conn
+}
+
+// readRaw reads the text columns and the payload straight from the bytes pgx
+// received, which for text (and for bytea sent in binary) are the value itself, and
+// created_at and extra through the connection's type map, with none of the
+// reflection Scan spends on each nullable column. ok is false when a column is of
+// another type; Scan then reads the row.
+func readRaw(row rawRow, n int, texts []column, payload *[]byte, created *pgtype.Timestamptz, extra []any) (_ []column, ok bool, err error) {
+	raw, fields := row.RawValues(), row.FieldDescriptions()
+	if len(raw) != n+2+len(extra) || len(fields) != len(raw) || row.Conn() == nil {
+		return texts, false, nil
+	}
+	plain := func(f pgconn.FieldDescription) bool {
+		return f.DataTypeOID == pgtype.TextOID || f.DataTypeOID == pgtype.ByteaOID && f.Format == pgtype.BinaryFormatCode
+	}
+	for i, f := range fields[:n+2] {
+		if i != 5 && !plain(f) { // column 5 is created_at
+			return texts, false, nil
+		}
+	}
+	for i := range 5 {
+		if i == 4 {
+			if raw[i] != nil {
+				*payload = append(make([]byte, 0, len(raw[i])), raw[i]...)
+			}
+			continue
+		}
+		texts = append(texts, column{value: string(raw[i]), null: raw[i] == nil})
+	}
+	for i := range n - 4 {
+		texts = append(texts, column{value: string(raw[6+i]), null: raw[6+i] == nil})
+	}
+	m := row.Conn().TypeMap()
+	scan := func(i int, dst any) error {
+		if err := m.Scan(fields[i].DataTypeOID, fields[i].Format, raw[i], dst); err != nil {
+			return fmt.Errorf("column %s: %w", fields[i].Name, err)
+		}
+		return nil
+	}
+	if err := scan(5, created); err != nil {
+		return texts, false, err
+	}
+	for i, dst := range extra {
+		if err := scan(n+2+i, dst); err != nil {
+			return texts, false, err
+		}
+	}
+	return texts, true, nil
+}
+
+// scanText reads the row through Scan, NULLs as nil pointers.
+func scanText(row pgx.Row, n int, texts []column, payload *[]byte, created *pgtype.Timestamptz, extra []any) ([]column, error) {
+	vals := make([]*string, n)
+	dest := []any{&vals[0], &vals[1], &vals[2], &vals[3], payload, created}
+	for i := range vals[4:] {
+		dest = append(dest, &vals[4+i])
+	}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return texts, err
+	}
+	for _, v := range vals {
+		c := column{null: v == nil}
+		if v != nil {
+			c.value = *v
+		}
+		texts = append(texts, c)
+	}
+	return texts, nil
+}
+
 // placedHeaders are the header columns' headers, NULL ones marked Null, then the trace
 // context's; nil when there are none.
-func placedHeaders(shape outbox.Shape, values []*string, trace *string) []outbox.Header {
+func placedHeaders(shape outbox.Shape, values []column, trace *column) []outbox.Header {
 	var hs []outbox.Header
 	for i, v := range values {
 		h := shape.Columns.Headers[i]
-		oh := outbox.Header{Key: h.Key(), Type: shape.PlacedTypes[h.Column], Null: v == nil}
-		if v != nil {
-			oh.Value = *v
-		}
-		hs = append(hs, oh)
+		hs = append(hs, outbox.Header{Key: h.Key(), Type: shape.PlacedTypes[h.Column], Value: v.value, Null: v.null})
 	}
-	if trace != nil {
-		hs = outbox.AppendTraceHeaders(hs, *trace)
+	if trace != nil && !trace.null {
+		hs = outbox.AppendTraceHeaders(hs, trace.value)
 	}
 	return hs
 }
