@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -76,15 +77,12 @@ func ScanEvent(row pgx.Row, shape outbox.Shape, extra ...any) (ev outbox.Event, 
 		return ev, fmt.Errorf("outbox row: column %s %w", cols.ID, ErrNullID), nil
 	}
 	ev.ID = texts[0].value
-	for i, c := range []struct {
-		name string
-		dst  *string
-	}{{cols.AggregateType, &ev.AggregateType}, {cols.AggregateID, &ev.AggregateID}, {cols.EventType, &ev.EventType}} {
+	for i, name := range [...]string{cols.AggregateType, cols.AggregateID, cols.EventType} {
 		if texts[1+i].null {
-			return ev, fmt.Errorf("outbox row %s: column %s is NULL", ev.ID, c.name), nil
+			return ev, fmt.Errorf("outbox row %s: column %s is NULL", ev.ID, name), nil
 		}
-		*c.dst = texts[1+i].value
 	}
+	ev.AggregateType, ev.AggregateID, ev.EventType = texts[1].value, texts[2].value, texts[3].value
 	if payload == nil {
 		ev.NullPayload = true // published as a null value (a tombstone)
 	} else {
@@ -110,31 +108,23 @@ type rawRow interface {
 // reflection Scan spends on each nullable column. ok is false when a column is of
 // another type; Scan then reads the row.
 func readRaw(row rawRow, n int, texts []column, payload *[]byte, created *pgtype.Timestamptz, extra []any) (_ []column, ok bool, err error) {
-	raw, fields := row.RawValues(), row.FieldDescriptions()
-	if len(raw) != n+2+len(extra) || len(fields) != len(raw) || row.Conn() == nil {
+	raw, fields, conn := row.RawValues(), row.FieldDescriptions(), row.Conn()
+	if len(raw) != n+2+len(extra) || len(fields) != len(raw) || conn == nil {
 		return texts, false, nil
 	}
-	plain := func(f pgconn.FieldDescription) bool {
-		return f.DataTypeOID == pgtype.TextOID || f.DataTypeOID == pgtype.ByteaOID && f.Format == pgtype.BinaryFormatCode
-	}
 	for i, f := range fields[:n+2] {
-		if i != 5 && !plain(f) { // column 5 is created_at
+		plain := f.DataTypeOID == pgtype.TextOID || f.DataTypeOID == pgtype.ByteaOID && f.Format == pgtype.BinaryFormatCode
+		if i != 5 && !plain { // column 5 is created_at
 			return texts, false, nil
 		}
 	}
-	for i := range 5 {
-		if i == 4 {
-			if raw[i] != nil {
-				*payload = append(make([]byte, 0, len(raw[i])), raw[i]...)
-			}
-			continue
-		}
-		texts = append(texts, column{value: string(raw[i]), null: raw[i] == nil})
+	text := func(b []byte) column { return column{value: string(b), null: b == nil} }
+	texts = append(texts, text(raw[0]), text(raw[1]), text(raw[2]), text(raw[3]))
+	for _, b := range raw[6 : n+2] {
+		texts = append(texts, text(b))
 	}
-	for i := range n - 4 {
-		texts = append(texts, column{value: string(raw[6+i]), null: raw[6+i] == nil})
-	}
-	m := row.Conn().TypeMap()
+	*payload = bytes.Clone(raw[4]) // nil stays nil: a NULL payload
+	m := conn.TypeMap()
 	scan := func(i int, dst any) error {
 		if err := m.Scan(fields[i].DataTypeOID, fields[i].Format, raw[i], dst); err != nil {
 			return fmt.Errorf("column %s: %w", fields[i].Name, err)
