@@ -38,12 +38,14 @@ type env struct {
 	work     string // temporary directory: binaries, logs
 	walrelay string // the relay binary
 	floor    string // wakefloor, the idle step's reference process
-	recvlog  string // pg_recvlogical
-	cluster  *pgcluster.Cluster
-	broker   *proc
-	brokerAt string // host:port
-	pgVer    string
-	runs     int // relay starts so far, for log names
+	// cycleFloor is cyclefloor, the moderate rates' reference process.
+	cycleFloor string
+	recvlog    string // pg_recvlogical
+	cluster    *pgcluster.Cluster
+	broker     *proc
+	brokerAt   string // host:port
+	pgVer      string
+	runs       int // relay starts so far, for log names
 	// onPublishDefault is the relay binary's default --on-publish in stream mode, ""
 	// when its help does not name it.
 	onPublishDefault string
@@ -90,6 +92,10 @@ func setup(ctx context.Context, opts options) (*env, error) {
 
 	e.floor = filepath.Join(e.work, "wakefloor")
 	if err := goBuild(ctx, e.floor, "github.com/walrelay/walrelay/internal/bench/wakefloor"); err != nil {
+		return e, err
+	}
+	e.cycleFloor = filepath.Join(e.work, "cyclefloor")
+	if err := goBuild(ctx, e.cycleFloor, "github.com/walrelay/walrelay/internal/bench/cyclefloor"); err != nil {
 		return e, err
 	}
 

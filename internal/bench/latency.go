@@ -73,6 +73,8 @@ type latencyResult struct {
 	PostgresCPUMicrosPerEvent  float64 `json:"postgres_cpu_us_per_event"`
 	MachineBusy                float64 `json:"machine_busy_fraction"`
 	OtherCPUSec                float64 `json:"other_cpu_seconds"` // not the relay's, PostgreSQL's, the broker's or the harness's
+	// Floor is the wake-up cycle's own cost at this rate, at the rates with a goal.
+	Floor *cycleFloor `json:"cycle_floor,omitempty"`
 }
 
 // jsonFloat encodes NaN as null and infinities as strings, which encoding/json
@@ -444,6 +446,12 @@ func (e *env) runLatency(ctx context.Context, run relayRun) (out []latencyResult
 			target, res.AchievedRate, ms(res.E2EP50ms), ms(res.E2EP99ms), ms(res.E2EP999ms), res.E2ESlow,
 			ms(res.HandoverP99ms), ms(res.HandoverP999ms), res.HandoverSlow,
 			bytesIEC(res.LagStartBytes), bytesIEC(res.LagEndBytes), res.Held)
+		if goalRate(target) && res.AchievedRate > 0 {
+			// The stream's bytes per transaction, from the WAL the step wrote: close
+			// enough for the floor, whose cost goes with its wake-ups.
+			eventBytes := int(res.WALBytesPerSec / res.AchievedRate)
+			res.Floor = e.measureCycleFloor(ctx, int(math.Round(res.AchievedRate)), max(eventBytes, 100))
+		}
 		out = append(out, res)
 	}
 	if err := rp.stop(30 * time.Second); err != nil {
