@@ -4,13 +4,13 @@
 // spend per event at a given rate on this machine while handing events over within
 // a wait. It is a relay with nothing but the wake-ups and the socket traffic: a peer
 // process plays the walsender (one write per transaction of -event-bytes, -rate a
-// second) and the broker (a short answer to each request). The floor wakes once per
-// -wait (the stream socket's low-water mark holds the bytes back, as read batching
-// does), reads what came, sends one request of half those bytes in the same wake-up
-// and takes the answers that arrived without waiting for them, so that answers wake
-// nothing. No decoding, no records, no confirmation: what it spends per event is
-// what the cycle alone costs (docs/performance.md, "Moderate rates: the machine's
-// floor").
+// second) and the broker (a short answer to each request). Each wake-up the floor
+// reads what the stream brought, sends one request of half those bytes and takes the
+// answers that arrived without waiting for them, so that answers wake nothing. What
+// wakes it is -wake: a timer every -wait and nothing else (the fewest wake-ups), or
+// read batching's low-water mark and read deadline, as they wake the relay. No
+// decoding, no records, no confirmation: what it spends per event is what the cycle
+// alone costs (docs/performance.md, "Moderate rates: the machine's floor").
 package main
 
 import (
@@ -69,7 +69,9 @@ type floor struct {
 	switches int64
 }
 
-func (f floor) micros() float64 { return float64(f.cpu.Nanoseconds()) / 1e3 / float64(max(f.events, 1)) }
+func (f floor) micros() float64 {
+	return float64(f.cpu.Nanoseconds()) / 1e3 / float64(max(f.events, 1))
+}
 
 func (f floor) switchesPerEvent() float64 { return float64(f.switches) / float64(max(f.events, 1)) }
 
@@ -214,8 +216,8 @@ func readNow(rc syscall.RawConn, buf []byte) (int, error) {
 	return max(n, 0), rerr
 }
 
-// readBatch waits for the stream to be readable (its low-water mark) or for the
-// deadline, then reads what is there, even below the mark.
+// readBatch waits for the descriptor to be readable (for a socket, its low-water
+// mark) or for its deadline, then reads what is there, even below the mark.
 func readBatch(rc syscall.RawConn, buf []byte) (int, error) {
 	var n int
 	var rerr error
