@@ -10,7 +10,7 @@ import (
 )
 
 // cycleFloor is what the wake-up cycle alone costs per event at one rate on this
-// machine: cyclefloor's CPU per event when one timer wakes it every batchWait (the
+// machine: cyclefloor's CPU per event when one timer wakes it every floorWait (the
 // fewest wake-ups a relay handing over within that wait can have), and when read
 // batching's low-water mark and read deadline wake it, as they wake the relay
 // (docs/performance.md, "Moderate rates: the machine's floor"). 0: not measured.
@@ -19,15 +19,21 @@ type cycleFloor struct {
 	DeadlineMicros float64 `json:"deadline_us_per_event"`
 }
 
-// floorSeconds is how long each way of waking is measured, after a second of warm-up.
-const floorSeconds = 5 * time.Second
+const (
+	// floorWait is read batching's batchWait (replication/batching.go): how long
+	// the relay may hold back the stream's bytes, so the floor wakes as often.
+	floorWait = "2ms"
+	// floorSeconds is how long each way of waking is measured, after a second of
+	// warm-up.
+	floorSeconds = 5 * time.Second
+)
 
 // measureCycleFloor runs cyclefloor at rate, each way of waking in turn, with
 // eventBytes of stream per transaction. It runs after the rate's step, with the load
 // stopped, so the floor is measured on the quieter machine: a lower bound.
 func (e *env) measureCycleFloor(ctx context.Context, rate, eventBytes int) *cycleFloor {
 	run := func(wake string) float64 {
-		cmd := exec.CommandContext(ctx, e.cycleFloor, "-wake", wake, "-wait", "2ms",
+		cmd := exec.CommandContext(ctx, e.cycleFloor, "-wake", wake, "-wait", floorWait,
 			"-rate", strconv.Itoa(rate), "-event-bytes", strconv.Itoa(eventBytes), "-for", floorSeconds.String())
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
