@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/walrelay/walrelay/internal/bench/schedstat"
 )
 
 // wakeups counts what a process does per wake-up cycle, from /proc: its read and
@@ -31,25 +31,8 @@ func readWakeups(pid int) (wakeups, error) {
 			w.writes = n
 		}
 	}
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
-	if err != nil {
-		return w, err
-	}
-	for _, path := range tasks {
-		f, err := os.Open(path)
-		if err != nil {
-			continue // the thread ended
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
-				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				w.switches += n
-			}
-		}
-		f.Close()
-	}
-	return w, nil
+	w.switches, err = schedstat.Switches(strconv.Itoa(pid))
+	return w, err
 }
 
 // perEvent is what the counts grew by from w0, per event.

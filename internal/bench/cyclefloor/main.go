@@ -23,7 +23,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -162,7 +161,7 @@ func runFloor(how string, rate, eventBytes int, wait, d time.Duration) (floor, e
 	for {
 		now := time.Now()
 		if start.IsZero() && now.After(warm) {
-			start, c0, w0, events = now, cpu(), switches(), 0
+			start, c0, w0, events = now, cpu(), selfSwitches(), 0
 		}
 		if !start.IsZero() && now.Sub(start) >= d {
 			break
@@ -184,7 +183,7 @@ func runFloor(how string, rate, eventBytes int, wait, d time.Duration) (floor, e
 			return floor{}, err
 		}
 	}
-	return floor{events: events, elapsed: time.Since(start), cpu: cpu() - c0, switches: switches() - w0}, nil
+	return floor{events: events, elapsed: time.Since(start), cpu: cpu() - c0, switches: selfSwitches() - w0}, nil
 }
 
 // newTicker is a timerfd that fires every d, read through the runtime's poller: one
@@ -237,16 +236,9 @@ func readBatch(rc syscall.RawConn, buf []byte) (int, error) {
 // drain takes the answers that have arrived, without waiting.
 func drain(rc syscall.RawConn, buf []byte) error {
 	for {
-		var n int
-		var rerr error
-		if err := rc.Control(func(fd uintptr) { n, rerr = rawRead(fd, buf) }); err != nil {
+		n, err := readNow(rc, buf)
+		if err != nil || n < len(buf) {
 			return err
-		}
-		if rerr == syscall.EAGAIN || (rerr == nil && n < len(buf)) {
-			return nil
-		}
-		if rerr != nil {
-			return rerr
 		}
 	}
 }
@@ -362,21 +354,8 @@ func cpu() time.Duration {
 	return c
 }
 
-// switches is this process's thread switches so far, voluntary and not.
-func switches() int64 {
-	var total int64
-	tasks, _ := filepath.Glob("/proc/self/task/*/status")
-	for _, path := range tasks {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue // the thread ended
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
-				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				total += n
-			}
-		}
-	}
-	return total
+// selfSwitches is this process's thread switches so far.
+func selfSwitches() int64 {
+	n, _ := schedstat.Switches("self")
+	return n
 }

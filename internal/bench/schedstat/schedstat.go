@@ -1,6 +1,7 @@
 // Package schedstat reads how long a process's threads have run, from
-// /proc/PID/task/*/schedstat, in nanoseconds: the harness's measure of CPU, shared
-// with the processes it runs beside the relay.
+// /proc/PID/task/*/schedstat, in nanoseconds, and how often they were switched out:
+// the harness's measures of CPU and wake-ups, shared with the processes it runs
+// beside the relay.
 package schedstat
 
 import (
