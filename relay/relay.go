@@ -119,7 +119,7 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r.metrics = m
 	if cfg.StartPaused {
-		r.pauseBecause("started paused (--start-paused)")
+		r.pauseBecause("--start-paused")
 	}
 	return r, nil
 }
