@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// The admin API shares the metrics listener: GET /status, POST /pause and /resume,
-// GET /dlq, POST /dlq/retry, POST /replay and GET /replay/ID. On a loopback address it is open unless a token is
+// The admin API shares the metrics listener: GET /status, GET and POST /pause,
+// POST /resume, GET /dlq, POST /dlq/retry, POST /replay and GET /replay/ID. On a loopback address it is open unless a token is
 // set; on any other address it needs AdminToken, and without one it is off (403)
 // rather than open to the network (docs/operations.md).
 
@@ -33,9 +33,14 @@ const (
 func adminRoutes(ctx context.Context) map[string]func(*Relay) http.Handler {
 	return map[string]func(*Relay) http.Handler{
 		"GET /status": func(r *Relay) http.Handler { return http.HandlerFunc(r.serveStatus) },
+		"GET /pause": func(r *Relay) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				writeJSON(w, http.StatusOK, r.pauseNow())
+			})
+		},
 		"POST /pause": func(r *Relay) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				writeJSON(w, http.StatusOK, pauseAnswer{Paused: true, Changed: r.Pause()})
+				writeJSON(w, http.StatusOK, pauseAnswer{Paused: true, Changed: r.pauseBecause("POST /pause (walrelay pause)")})
 			})
 		},
 		"POST /resume": func(r *Relay) http.Handler {

@@ -65,7 +65,8 @@
 //   - Pause (Relay.Pause, Config.StartPaused, POST /pause): nothing is read or
 //     published, the stream stops at a message boundary and keeps sending status
 //     updates, so the session survives wal_sender_timeout; Resume reads on from the
-//     next message, so nothing is skipped or repeated (pause.go).
+//     next message, so nothing is skipped or repeated (pause.go). The poller waits
+//     before its next batch, an admin replay before its next event (replaypause.go).
 //
 //   - Replay (Replay, POST /replay) reads rows and writes nothing: the slot and the
 //     rows' bookkeeping are left as they are; its records carry ReplayHeader.

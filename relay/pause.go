@@ -6,13 +6,24 @@ import (
 )
 
 // Pause stops the relay at the stream's next message boundary: it reads and
-// publishes nothing, the poller included, and keeps the replication connection and
-// the slot with standby status updates. Events already handed to the broker still
-// settle and are confirmed. It reports whether the relay was running.
-func (r *Relay) Pause() bool {
+// publishes nothing, the poller and replays included, and keeps the replication
+// connection and the slot with standby status updates. Events already handed to the
+// broker still settle and are confirmed. It reports whether the relay was running.
+func (r *Relay) Pause() bool { return r.pauseBecause("") }
+
+// pauseNote is when and why the relay was last paused: what GET /pause answers, so
+// that `walrelay replay` can say it when it refuses.
+type pauseNote struct {
+	since time.Time
+	why   string // empty: not known
+}
+
+// pauseBecause is Pause, remembering why.
+func (r *Relay) pauseBecause(why string) bool {
 	if !r.pause.Pause() {
 		return false
 	}
+	r.pauseNote.Store(&pauseNote{since: time.Now(), why: why})
 	r.metrics.paused.Set(1)
 	events, _ := r.window.InFlight()
 	r.log.Info("paused: reading and publishing nothing until resumed; the slot keeps WAL meanwhile",
@@ -48,3 +59,24 @@ func (r *Relay) waitResumed(ctx context.Context, why string) error {
 
 // Paused reports whether the relay is paused.
 func (r *Relay) Paused() bool { return r.pause.Paused() }
+
+// pauseState is GET /pause's answer: whether the relay is paused, and since when
+// and why when it is.
+type pauseState struct {
+	Paused bool       `json:"paused"`
+	Since  *time.Time `json:"since,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+}
+
+// pauseNow is the relay's pause state.
+func (r *Relay) pauseNow() pauseState {
+	if !r.pause.Paused() {
+		return pauseState{}
+	}
+	st := pauseState{Paused: true}
+	if n := r.pauseNote.Load(); n != nil {
+		since := n.since.UTC()
+		st.Since, st.Reason = &since, n.why
+	}
+	return st
+}

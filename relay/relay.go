@@ -44,6 +44,7 @@ type Relay struct {
 	lostLeadership atomic.Bool            // the last replication session ended because the lock's connection died
 	eoHandOver     sync.Map               // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
 	pause          replication.Pause
+	pauseNote      atomic.Pointer[pauseNote] // the last pause's time and reason (pause.go)
 	replays        replayJobs
 	deadLetters    atomic.Pointer[DeadLetters] // set once the tables are checked: the admin API's /dlq
 	// eventsConfirmedAt is walrelay_events_confirmed_timestamp_seconds, for GET /status.
@@ -118,8 +119,7 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r.metrics = m
 	if cfg.StartPaused {
-		r.pause.Pause()
-		m.paused.Set(1)
+		r.pauseBecause("--start-paused")
 	}
 	return r, nil
 }

@@ -55,6 +55,9 @@ type ReplayOptions struct {
 	// replay runs, and once at the end.
 	OnProgress       func(ReplayProgress)
 	ProgressInterval time.Duration
+	// Pause, when set, holds the replay: while it is paused the replay hands nothing
+	// to the sink and its progress says Waiting "paused" (replaypause.go).
+	Pause *replication.Pause
 }
 
 // ReplayProgress is how far a replay got.
@@ -73,6 +76,9 @@ type ReplayProgress struct {
 	Done      bool      `json:"done"`
 	DryRun    bool      `json:"dry_run,omitempty"`
 	Error     string    `json:"error,omitempty"`
+	// Waiting says what the replay waits for before it publishes on: "paused" while
+	// the relay is paused.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // ParseReplayTime reads a replay's --since or --until: a time (RFC 3339), or a
@@ -298,6 +304,10 @@ func (p *replayRun) publish(ctx context.Context, snk sink.Sink, ev *outbox.Event
 	case p.window <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if err := p.holdWhilePaused(ctx); err != nil {
+		<-p.window
+		return err
 	}
 	p.handed++
 	p.inFlight.Add(1)

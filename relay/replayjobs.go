@@ -59,7 +59,8 @@ type replayRequest struct {
 }
 
 // serveReplay starts a replay through the relay's own sink and answers 202 with its
-// id; GET /replay/ID shows its progress. What the command refuses it refuses, with 409.
+// id; GET /replay/ID shows its progress, with waiting "paused" while the relay is.
+// What the command refuses it refuses, with 409.
 func (r *Relay) serveReplay(ctx context.Context) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		var body replayRequest
@@ -92,11 +93,20 @@ func (r *Relay) serveReplay(ctx context.Context) http.HandlerFunc {
 			writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not connected to the database yet; ask again shortly"})
 			return
 		}
-		// The poller's share of the sink's buffers: the stream keeps its window.
+		// The poller's share of the sink's buffers: the stream keeps its window. A
+		// paused relay publishes nothing, replays included: the replay waits.
 		opts := ReplayOptions{Filter: f, ID: NewReplayID(), DryRun: body.DryRun, Rate: body.Rate,
-			MaxInFlight: max(r.cfg.PollBatchSize, 1), ProgressInterval: time.Second, OnProgress: r.replays.set}
-		r.replays.set(ReplayProgress{ID: opts.ID, StartedAt: now.UTC(), DryRun: opts.DryRun})
-		r.log.Info("replay started", "replay", opts.ID, "filter", f)
+			MaxInFlight: max(r.cfg.PollBatchSize, 1), ProgressInterval: time.Second, OnProgress: r.replays.set, Pause: &r.pause}
+		started := ReplayProgress{ID: opts.ID, StartedAt: now.UTC(), DryRun: opts.DryRun}
+		if r.pause.Paused() && !opts.DryRun {
+			started.Waiting = ReplayWaitingPaused
+		}
+		r.replays.set(started)
+		if started.Waiting != "" {
+			r.log.Info("replay started; it waits for the resume: a paused relay publishes nothing", "replay", opts.ID, "filter", f)
+		} else {
+			r.log.Info("replay started", "replay", opts.ID, "filter", f)
+		}
 		go func() {
 			pr, err := Replay(ctx, r.pool, r.cfg.Sink, r.cfg, opts)
 			if err != nil {
@@ -105,7 +115,11 @@ func (r *Relay) serveReplay(ctx context.Context) http.HandlerFunc {
 			}
 			r.log.Info("replay done", "replay", pr.ID, "sent", pr.Sent, "total", pr.Total, "dry_run", pr.DryRun)
 		}()
-		writeJSON(w, http.StatusAccepted, map[string]string{"id": opts.ID, "progress": "/replay/" + opts.ID})
+		answer := map[string]string{"id": opts.ID, "progress": "/replay/" + opts.ID}
+		if started.Waiting != "" {
+			answer["waiting"] = started.Waiting
+		}
+		writeJSON(w, http.StatusAccepted, answer)
 	}
 }
 

@@ -23,6 +23,7 @@ func TestGoldenCLI(t *testing.T) {
 		{"help-run.txt", []string{"run", "--help"}, 0},
 		{"help-migrate.txt", []string{"migrate", "--help"}, 0},
 		{"help-status.txt", []string{"status", "--help"}, 0},
+		{"help-replay.txt", []string{"replay", "--help"}, 0},
 		{"help-dlq.txt", []string{"dlq", "--help"}, 0},
 		{"help-dlq-list.txt", []string{"dlq", "list", "--help"}, 0},
 		{"help-dlq-retry.txt", []string{"dlq", "retry", "--help"}, 0},

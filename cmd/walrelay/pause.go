@@ -84,9 +84,25 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 // and decodes the JSON answer into v; an answer other than 200 is an error naming
 // what the relay said.
 func adminPost(ctx context.Context, url, token string, v any) error {
+	return adminRequest(ctx, http.MethodPost, url, token, v)
+}
+
+// adminRefusal is an admin API answer other than 200.
+type adminRefusal struct {
+	url       string
+	status    int
+	text, msg string // the status line's text, and what the relay said
+}
+
+func (e adminRefusal) Error() string {
+	return fmt.Sprintf("the relay at %s answered %s: %s", e.url, e.text, e.msg)
+}
+
+// adminRequest is adminPost with another method.
+func adminRequest(ctx context.Context, method, url, token string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return fmt.Errorf("admin url %s: %w", url, err)
 	}
@@ -110,7 +126,7 @@ func adminPost(ctx context.Context, url, token string, v any) error {
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
-		return fmt.Errorf("the relay at %s answered %s: %s", url, resp.Status, msg)
+		return adminRefusal{url: url, status: resp.StatusCode, text: resp.Status, msg: msg}
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("the relay at %s answered what is not the admin API's JSON (another server there?): %w", url, err)

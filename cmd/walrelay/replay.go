@@ -17,7 +17,7 @@ func replayCommand() *cobra.Command {
 	s := newSettings()
 	var f relay.ReplayFilter
 	var since, until string
-	var dryRun bool
+	var dryRun, ignorePause bool
 	var rate float64
 	cmd := &cobra.Command{
 		Use:   "replay [--since T] [--until T] [--aggregate-type X] [--aggregate-id X] [--event-type X] [--id ID ...]",
@@ -28,6 +28,9 @@ func replayCommand() *cobra.Command {
 			"and pending rows' bookkeeping stay as they are. It refuses up front where the rows are gone: with\n" +
 			"--on-publish delete, and for a --since older than --retention. --since and --until take a time\n" +
 			"(RFC 3339, e.g. 2026-01-02T15:04:05Z) or a duration before now (e.g. 2h).\n" +
+			"A paused relay publishes nothing, replays included: replay first asks the relay at --admin-url (else\n" +
+			"its --metrics-addr, sending --admin-token) whether it is paused, and refuses while it is, unless\n" +
+			"--ignore-pause; when it cannot reach the relay it says so and replays anyway.\n" +
 			"It takes the settings run takes (--config, WALRELAY_*, the sink, table and column settings).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,6 +54,11 @@ func replayCommand() *cobra.Command {
 			}
 			if err := relay.CheckReplay(s.relay, f, now); err != nil {
 				return runtimeError{err}
+			}
+			if !dryRun && !ignorePause {
+				if err := refuseWhilePaused(cmd.Context(), s, cmd.ErrOrStderr(), now); err != nil {
+					return err
+				}
 			}
 			logger, err := s.logger()
 			if err != nil {
@@ -90,7 +98,14 @@ func replayCommand() *cobra.Command {
 			return nil
 		},
 	}
-	s.register(cmd.Flags())
+	// Every setting run takes, and where to ask the relay whether it is paused.
+	names := []string{"admin-url"}
+	for _, st := range s.all {
+		if !st.only {
+			names = append(names, st.name)
+		}
+	}
+	s.register(cmd.Flags(), names...)
 	fl := cmd.Flags()
 	fl.StringVar(&since, "since", "", "replay rows created at or after this time (RFC 3339, or a duration before now)")
 	fl.StringVar(&until, "until", "", "replay rows created before this time (RFC 3339, or a duration before now)")
@@ -100,6 +115,7 @@ func replayCommand() *cobra.Command {
 	fl.StringSliceVar(&f.IDs, "id", nil, "replay only these event ids (repeat or comma-separate)")
 	fl.BoolVar(&dryRun, "dry-run", false, "count the events a replay would publish, and publish nothing")
 	fl.Float64Var(&rate, "rate", 0, "publish at most this many events per second (0: no limit)")
+	fl.BoolVar(&ignorePause, "ignore-pause", false, "replay even while the relay at --admin-url (else --metrics-addr) is paused, without asking it")
 	return cmd
 }
 

@@ -185,8 +185,8 @@ func newSettings() *settings {
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at and at most 3·2^30 xids of age", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
-		{name: "admin-url", usage: "status, pause and resume: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
-			"(empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true,
+		{name: "admin-url", usage: "status, pause, resume and replay: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
+			"and replay whether it is paused (empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true,
 			set: func(v string) error { s.adminAddr = v; return nil }},
 		{name: "start-paused", usage: "start paused: hold the slot, read and publish nothing until resumed (walrelay resume, POST /resume)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &c.StartPaused) }},

@@ -1,0 +1,34 @@
+package relay
+
+import (
+	"context"
+	"time"
+)
+
+// ReplayWaitingPaused is ReplayProgress.Waiting while the relay is paused: a paused
+// relay publishes nothing, replays included.
+const ReplayWaitingPaused = "paused"
+
+// holdWhilePaused returns at once unless the replay's pause holds. Otherwise it says
+// so in the progress, waits for the resume (or ctx's end), and leaves the wait out
+// of the rate's pacing, so that the replay does not catch up in a burst.
+func (p *replayRun) holdWhilePaused(ctx context.Context) error {
+	if p.opts.Pause == nil || !p.opts.Pause.Paused() {
+		return nil
+	}
+	began := time.Now()
+	p.progress.Waiting = ReplayWaitingPaused
+	p.report(true)
+	for !p.opts.Pause.Wait(ctx, time.Now().Add(time.Minute)) {
+		if ctx.Err() != nil {
+			p.progress.Waiting = ""
+			return ctx.Err()
+		}
+	}
+	if !p.paceFrom.IsZero() {
+		p.paceFrom = p.paceFrom.Add(time.Since(began))
+	}
+	p.progress.Waiting = ""
+	p.report(true)
+	return nil
+}
