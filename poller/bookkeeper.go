@@ -79,6 +79,8 @@ type Bookkeeper struct {
 	// OnDeadLetter, when set, is told of each row a failed attempt made a dead
 	// letter, once that committed (after it was logged at ERROR).
 	OnDeadLetter func(DeadLettered)
+	// Lag, when set, delays what the bookkeeper sees (tests; nil otherwise).
+	Lag Lag
 
 	mu struct {
 		sync.Mutex
@@ -216,6 +218,7 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	parts := make([]part, len(b.stores))
 	var unknown []Outcome
 	kept := batch[:0]
+	var hidden []bool // by kept's index: left out of the batch by Lag
 	for _, o := range batch {
 		i := b.storeOf(&o)
 		if i < 0 {
@@ -223,6 +226,12 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 			continue
 		}
 		kept = append(kept, o)
+		if b.Lag != nil {
+			hidden = append(hidden, b.Lag.Hidden(&o))
+			if hidden[len(hidden)-1] {
+				continue
+			}
+		}
 		p := &parts[i]
 		switch {
 		case o.Covered:
@@ -271,8 +280,8 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 		}
 	}
 	var retry []Outcome
-	for _, o := range batch {
-		if err == nil && parts[b.storeOf(&o)].missing(&o, b.mode) {
+	for k, o := range batch {
+		if err == nil && (hidden != nil && hidden[k] || parts[b.storeOf(&o)].missing(&o, b.mode)) {
 			if !o.visible {
 				retry = append(retry, o)
 				continue
@@ -339,7 +348,7 @@ func (b *Bookkeeper) seeVisible(ctx context.Context, unfound []Outcome) {
 		return
 	}
 	for i := range unfound {
-		if o := &unfound[i]; o.Xid != 0 && slices.Contains(finished, int64(o.Xid)) {
+		if o := &unfound[i]; o.Xid != 0 && slices.Contains(finished, int64(o.Xid)) && (b.Lag == nil || !b.Lag.Unfinished(o)) {
 			o.visible = true
 		}
 	}
