@@ -105,9 +105,19 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 	progress := r.newProgressLog("catch-up pass in progress", "rows", total, "slot", r.cfg.Slot, "table", t.name)
 	done := int64(0)
 	for rows.Next() {
-		ev, unpublishable, err := poller.ScanEvent(rows, t.shape)
+		var version poller.RowVersion
+		var table, xmin int64
+		var recent bool
+		ev, unpublishable, err := poller.ScanEvent(rows, t.shape, &version.Position, &xmin, &recent, &table)
 		if err != nil {
 			return err
+		}
+		version.Xmin, version.Table = uint32(xmin), uint32(table)
+		at := position{}
+		if r.onStandby && recent {
+			// The standby can show a row before the primary, where the bookkeeping
+			// writes, does: its settlement waits for the row's transaction there.
+			at.xid, at.rowXid = version.Xmin, true
 		}
 		t.label(&ev)
 		ev.PayloadType = t.shape.PayloadType
@@ -119,11 +129,11 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 		if unpublishable != nil {
 			row := outbox.Event{ID: ev.ID}
 			t.label(&row)
-			pub.deadLetter(row, unpublishable, position{}, wm.Track(0))
+			pub.deadLetterRead(row, unpublishable, version, at, wm.Track(0))
 			continue
 		}
 		size := ev.Size()
-		pub.publish(&ev, position{}, wm.Track(size), size)
+		pub.publish(&ev, at, wm.Track(size), size)
 		*n++
 	}
 	if err := rows.Err(); err != nil {
@@ -169,6 +179,10 @@ func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon ui
 	if horizon > 0 {
 		where += " AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) >= " + strconv.FormatUint(horizon, 10)
 	}
-	return "SELECT " + poller.EventColumns(shape) + " FROM " + ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(shape),
+	// Each row's version names it also when its id is NULL (poller.RowVersion); its
+	// xmin is recent when younger than 2^30 xids, which a transaction the primary may
+	// not show yet is, and which the bookkeeping widens to 64 bits exactly.
+	return "SELECT " + poller.EventColumns(shape) + ", ctid::text, xmin::text::bigint, age(xmin) < 1073741824, tableoid::bigint FROM " +
+			ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(shape),
 		"SELECT count(*) FROM " + ident + " WHERE " + where, nil
 }
