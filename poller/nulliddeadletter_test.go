@@ -106,3 +106,88 @@ func TestNullIDDeadLetterNotFoundThroughAnotherRow(t *testing.T) {
 			dead, attempts)
 	}
 }
+
+// A row with a NULL id that a subtransaction inserted has the subtransaction's xid,
+// not the one the stream names: once its transaction is seen finished and no row
+// has that xid, the row is still found, among the rows with a NULL id inserted by
+// that transaction or a newer one, and an older such row is left alone.
+func TestNullIDDeadLetterOfASubtransaction(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dbURL := testenv.MigratedDatabase(t)
+	conn := testenv.Connect(t, dbURL)
+	if _, err := conn.Exec(ctx, `CREATE TABLE nid (id uuid UNIQUE, aggregate_type text NOT NULL, aggregate_id text NOT NULL,
+		event_type text NOT NULL, payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now(),
+		attempts int NOT NULL DEFAULT 0, processed_at timestamptz, retry_after timestamptz, last_error text,
+		dead_lettered_at timestamptz)`); err != nil {
+		t.Fatal(err)
+	}
+	const row = `INSERT INTO nid (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')`
+	if _, err := conn.Exec(ctx, row, "older"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	var xid uint32
+	if err := tx.QueryRow(ctx, "SELECT (pg_current_xact_id()::text::bigint % 4294967296)::bigint").Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SAVEPOINT s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, row, "in-savepoint"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rowXmin uint32
+	if err := conn.QueryRow(ctx, "SELECT xmin::text::bigint FROM nid WHERE aggregate_id = 'in-savepoint'").Scan(&rowXmin); err != nil {
+		t.Fatal(err)
+	}
+	if rowXmin == xid {
+		t.Fatalf("the row's xmin is its top-level xid %d: the savepoint made no subtransaction", xid)
+	}
+
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := poller.NewStore(pool, outbox.DefaultShape("nid"), poller.DefaultPolicy())
+	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = bk.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+
+	got := &settled{err: map[string]error{}}
+	o := poller.Outcome{Event: &outbox.Event{Table: "public.nid"}, Err: fmt.Errorf("outbox row: column id %w", poller.ErrNullID),
+		Unpublishable: true, NullID: true, Xid: xid}
+	o.Bookkept = got.settler("")
+	bk.Record(o)
+	if err := bk.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !got.has("") || got.err[""] != nil {
+		t.Fatalf("the outcome was not settled (settled %v, %v)", got.has(""), got.err[""])
+	}
+	var inSavepoint, older bool
+	if err := conn.QueryRow(ctx, `SELECT bool_or(dead_lettered_at IS NOT NULL) FILTER (WHERE aggregate_id = 'in-savepoint'),
+			bool_or(dead_lettered_at IS NOT NULL) FILTER (WHERE aggregate_id = 'older') FROM nid`).Scan(&inSavepoint, &older); err != nil {
+		t.Fatal(err)
+	}
+	if !inSavepoint {
+		t.Error("the row a subtransaction inserted is no dead letter")
+	}
+	if older {
+		t.Error("the older row with a NULL id was dead-lettered by a newer transaction's outcome")
+	}
+}
