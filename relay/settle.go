@@ -24,8 +24,9 @@ import (
 //	outcome                                  none / progress       mark / delete
 //	acked by the broker                      at the ack            when its row's mark committed
 //	refused for what it is (event error)     when its failed attempt is recorded for the poller
-//	a row the decoder cannot map             when its dead-letter record committed (the
-//	                                         bookkeeping waits for an invisible row: poller.Outcome)
+//	a row the decoder cannot map             when its dead-letter record committed, on the
+//	                                         row itself (the bookkeeping waits for its
+//	                                         transaction: poller.Outcome)
 //	broker or partition unavailable          never: the session ends and streams it again
 //	exactly-once, its Kafka commit           at the commit         when the marks committed
 //	exactly-once, covered by an earlier      at once               when marked (rows the poller
