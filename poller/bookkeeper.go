@@ -324,8 +324,9 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 // visibleSQL returns those of the xids $1 (32 bits, as the stream or a row names
 // them) whose transactions a new snapshot sees as finished, with $2 telling a row's
 // xmin (true) from a top-level xid. Each is widened to the 64-bit xid within 2^31 of
-// the snapshot's xmax: a transaction the stream just delivered is, and so is a row
-// the pass passes on (recentRow). A top-level xid is finished when the snapshot
+// the snapshot's xmax: a transaction the stream just delivered is, and so is the
+// xmin of a row the catch-up pass passes on (it passes on recent ones only). A
+// top-level xid is finished when the snapshot
 // sees it so (pg_visible_in_snapshot). A row's xmin may be a subtransaction's, which
 // snapshots do not list: it is finished when it is below the snapshot's xmin (its
 // top-level xid is older still, docs/design.md invariant 10), or when it committed
