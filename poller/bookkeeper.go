@@ -26,15 +26,24 @@ type Outcome struct {
 	// Unpublishable marks a row that can never become an event (the decoder could
 	// not map it); it goes straight to the dead letters with Err as the reason.
 	Unpublishable bool
-	// NullID marks an unpublishable row whose id column is NULL.
+	// NullID marks an unpublishable row whose id column is NULL: it is found by
+	// Version when set, else as a row of the transaction Xid.
 	NullID bool
+	// Version is the unpublishable row as the catch-up pass read it; zero for a
+	// streamed row.
+	Version RowVersion
 	// Covered marks an event an earlier exactly-once session committed to Kafka, or
 	// left out of it for the poller: its row is marked unless the poller has it.
 	Covered bool
 	LSN     pglogrepl.LSN // the commit LSN of the event's transaction, for logs
 	// Xid is the top-level xid of the transaction that inserted the row, as the
-	// stream names it; 0 for a row read from its table, which is visible already.
+	// stream names it, or with RowXid the row's xmin, as a catch-up pass on a standby
+	// read it; 0 for a row read from its table on the server the bookkeeping writes
+	// to, which is visible there already.
 	Xid uint32
+	// RowXid marks an Xid that is a row's xmin, which a subtransaction may have
+	// written: its visibility is judged by a rule that holds for those too.
+	RowXid bool
 	// Bookkept is a sink.Done, so that the relay's per-event state can take both
 	// verdicts, the broker's and the bookkeeping's, without a closure per event.
 	Bookkept sink.Done
@@ -79,6 +88,8 @@ type Bookkeeper struct {
 	// OnDeadLetter, when set, is told of each row a failed attempt made a dead
 	// letter, once that committed (after it was logged at ERROR).
 	OnDeadLetter func(DeadLettered)
+	// Lag, when set, delays what the bookkeeper sees (tests; nil otherwise).
+	Lag Lag
 
 	mu struct {
 		sync.Mutex
@@ -122,17 +133,18 @@ type part struct {
 	ids, covered            []string
 	failures, unpublishable []Failure
 	found, foundCovered     Found
-	foundDead               Found
+	foundDead               []bool         // by unpublishable's index
 	dead                    []DeadLettered // by failures, once committed
 }
 
-// missing reports whether o's row was written or is known gone: every outcome whose
-// statement looks the row up (all but failed attempts, which are upserts, and acks
-// with --on-publish none, which write nothing).
-func (p *part) missing(o *Outcome, mode OnPublish) bool {
+// missing reports whether o's row was not found: every outcome whose statement
+// looks the row up (all but failed attempts, which are upserts, and acks with
+// --on-publish none, which write nothing). dead is the index of an unpublishable
+// row's dead letter in the part.
+func (p *part) missing(o *Outcome, dead int, mode OnPublish) bool {
 	switch {
 	case o.Unpublishable:
-		return !p.foundDead.HasRow(Failure{Event: o.Event, NullID: o.NullID})
+		return !p.foundDead[dead]
 	case mode == None:
 		return false
 	case o.Covered:
@@ -216,6 +228,8 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	parts := make([]part, len(b.stores))
 	var unknown []Outcome
 	kept := batch[:0]
+	var hidden []bool                    // by kept's index: left out of the batch by Lag
+	deadAt := make([]int, 0, len(batch)) // by kept's index: where an unpublishable row is in its part
 	for _, o := range batch {
 		i := b.storeOf(&o)
 		if i < 0 {
@@ -223,12 +237,24 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 			continue
 		}
 		kept = append(kept, o)
+		deadAt = append(deadAt, -1)
+		if b.Lag != nil {
+			hidden = append(hidden, b.Lag.Hidden(&o))
+			if hidden[len(hidden)-1] {
+				continue
+			}
+		}
 		p := &parts[i]
 		switch {
 		case o.Covered:
 			p.covered = append(p.covered, o.Event.ID)
 		case o.Unpublishable:
-			p.unpublishable = append(p.unpublishable, Failure{Event: o.Event, Err: o.Err, NullID: o.NullID})
+			deadAt[len(deadAt)-1] = len(p.unpublishable)
+			f := Failure{Event: o.Event, Err: o.Err, NullID: o.NullID, Version: o.Version, Later: o.visible}
+			if !o.RowXid {
+				f.Xid = o.Xid
+			}
+			p.unpublishable = append(p.unpublishable, f)
 			b.log.Error("outbox row cannot become an event; dead-lettered", "event_id", o.Event.ID,
 				"table", b.stores[i].qualified, "lsn", o.LSN.String(), "err", o.Err)
 		case o.Err == nil:
@@ -264,15 +290,15 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 				b.OnDeadLetter(d)
 			}
 		}
-		for _, f := range parts[i].unpublishable { // logged when queued
-			if b.OnDeadLetter != nil && parts[i].foundDead.HasRow(f) {
+		for j, f := range parts[i].unpublishable { // logged when queued
+			if b.OnDeadLetter != nil && parts[i].foundDead[j] {
 				b.OnDeadLetter(DeadLettered{Event: f.Event, Table: b.stores[i].qualified, Attempts: 1, Err: f.Err})
 			}
 		}
 	}
 	var retry []Outcome
-	for _, o := range batch {
-		if err == nil && parts[b.storeOf(&o)].missing(&o, b.mode) {
+	for k, o := range batch {
+		if err == nil && (hidden != nil && hidden[k] || parts[b.storeOf(&o)].missing(&o, deadAt[k], b.mode)) {
 			if !o.visible {
 				retry = append(retry, o)
 				continue
@@ -295,19 +321,38 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 	return batch[:0]
 }
 
-// visibleSQL returns those of the xids $1 (32 bits, as the stream names them) whose
-// transactions a new snapshot sees as finished. Each is widened to the 64-bit xid
-// within 2^31 of the snapshot's xmax: a transaction the stream just delivered is.
-const visibleSQL = `SELECT x FROM unnest($1::bigint[]) AS x,
-	LATERAL (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) s
-	WHERE pg_visible_in_snapshot((s.xmax + ((x - s.xmax) % 4294967296 + 6442450944) % 4294967296 - 2147483648)::text::xid8,
-		pg_current_snapshot())`
+// visibleSQL returns those of the xids $1 (32 bits, as the stream or a row names
+// them) whose transactions a new snapshot sees as finished, with $2 telling a row's
+// xmin (true) from a top-level xid. Each is widened to the 64-bit xid within 2^31 of
+// the snapshot's xmax: a transaction the stream just delivered is, and so is the
+// xmin of a row the catch-up pass passes on (it passes on recent ones only). A
+// top-level xid is finished when the snapshot
+// sees it so (pg_visible_in_snapshot). A row's xmin may be a subtransaction's, which
+// snapshots do not list: it is finished when it is below the snapshot's xmin (its
+// top-level xid is older still, docs/design.md invariant 10), or when it committed
+// (pg_xact_status follows a subtransaction to its top level) and no transaction at
+// or below it that the snapshot lists as running has committed or aborted since: one
+// that has could be its top level, still leaving the running set.
+const visibleSQL = `WITH s AS (SELECT pg_current_snapshot() AS snap,
+		pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
+		pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax)
+	SELECT x, row_xid FROM s, unnest($1::bigint[], $2::bool[]) AS u(x, row_xid),
+		LATERAL (SELECT s.xmax + ((x - s.xmax) % 4294967296 + 6442450944) % 4294967296 - 2147483648 AS full) w
+	WHERE CASE
+		WHEN NOT row_xid THEN pg_visible_in_snapshot(w.full::text::xid8, s.snap)
+		WHEN w.full < s.xmin THEN true
+		WHEN w.full >= s.xmax THEN false
+		ELSE pg_xact_status(w.full::text::xid8) <> 'in progress' AND NOT EXISTS (
+			SELECT FROM pg_snapshot_xip(s.snap) AS running(xid)
+			WHERE running.xid::text::bigint <= w.full AND pg_xact_status(running.xid) <> 'in progress')
+	END`
 
 // seeVisible marks the outcomes whose rows were not found and whose transactions are
 // finished now, so that the next batch's statement, which runs after this answer,
 // decides whether the row is gone. It warns about rows unfound for long.
 func (b *Bookkeeper) seeVisible(ctx context.Context, unfound []Outcome) {
 	var xids []int64
+	var rowXids []bool
 	for i := range unfound {
 		o := &unfound[i]
 		if o.firstMissed.IsZero() {
@@ -321,16 +366,20 @@ func (b *Bookkeeper) seeVisible(ctx context.Context, unfound []Outcome) {
 		if o.Xid == 0 {
 			o.visible = true
 		} else {
-			xids = append(xids, int64(o.Xid))
+			xids, rowXids = append(xids, int64(o.Xid)), append(rowXids, o.RowXid)
 		}
 	}
 	if len(xids) == 0 {
 		return
 	}
-	rows, err := b.stores[0].pool.Query(ctx, visibleSQL, xids)
-	var finished []int64
+	type xid struct {
+		X      int64
+		RowXid bool
+	}
+	rows, err := b.stores[0].pool.Query(ctx, visibleSQL, xids, rowXids)
+	var finished []xid
 	if err == nil {
-		finished, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		finished, err = pgx.CollectRows(rows, pgx.RowToStructByPos[xid])
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -339,7 +388,8 @@ func (b *Bookkeeper) seeVisible(ctx context.Context, unfound []Outcome) {
 		return
 	}
 	for i := range unfound {
-		if o := &unfound[i]; o.Xid != 0 && slices.Contains(finished, int64(o.Xid)) {
+		if o := &unfound[i]; o.Xid != 0 && slices.Contains(finished, xid{int64(o.Xid), o.RowXid}) &&
+			(b.Lag == nil || !b.Lag.Unfinished(o)) {
 			o.visible = true
 		}
 	}

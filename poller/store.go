@@ -136,10 +136,18 @@ type Failure struct {
 	Event *outbox.Event
 	Err   error
 	// NullID marks a row whose id column is NULL (an adopted table's id may be
-	// nullable): it has no id to be found by.
+	// nullable): it has no id to be found by (DeadLetter).
 	NullID bool
 	// Position is the row's ctid when the caller holds the row locked (the poller).
 	Position string
+	// Version is the row as a statement that does not hold it read it (the catch-up
+	// pass): what finds a row with a NULL id.
+	Version RowVersion
+	// Xid is the top-level xid of the transaction that inserted a row with a NULL id
+	// (the stream's). Later marks a look-up after that transaction was seen finished
+	// and its rows were not found by their xmin: then a subtransaction inserted them.
+	Xid   uint32
+	Later bool
 	// Final: no retry can fix it (sink.IsFinal); this attempt makes it a dead letter.
 	Final bool
 }
@@ -203,51 +211,86 @@ func (w RetryWindow) add(d time.Duration) RetryWindow {
 }
 
 // DeadLetter makes rows dead letters at once, with the failure as the reason: rows
-// that can never become events. It reports the rows it found: a row committed a
-// moment ago may not be visible yet (see Published). A row is found by its position
-// when the caller holds it, else by its id; a NULL id finds every row with a NULL id
-// not yet dead-lettered, none of which can be published, and those rows count as
-// found when at least one was dead-lettered per failure with a NULL id.
-func (s *Store) DeadLetter(ctx context.Context, q querier, rows []Failure) (Found, error) {
+// that can never become events. It reports, by index, the rows it found: a row
+// committed a moment ago may not be visible yet (see Published). A row is found by
+// its position when the caller holds it, else by its id. A row with a NULL id is
+// found as itself, never through another such row (docs/design.md invariant 2):
+// by its version when it was read from the table, else as a row of its transaction
+// (nullIDOfTransaction).
+func (s *Store) DeadLetter(ctx context.Context, q querier, rows []Failure) ([]bool, error) {
 	if len(rows) == 0 {
-		return Found{}, nil
+		return nil, nil
 	}
 	set := "UPDATE " + s.table + " SET attempts = attempts + 1, last_error = $1, retry_after = NULL, dead_lettered_at = now() WHERE "
 	batch := &pgx.Batch{}
-	nulls := 0
-	for _, f := range rows {
+	partitioned := s.cols.shape.Partitioned
+	found := make([]bool, len(rows))
+	for i, f := range rows {
 		reason := truncate(f.Err.Error(), 2000)
 		switch {
-		case f.Position != "" && !s.cols.shape.Partitioned: // positions repeat across partitions
+		case f.Position != "" && !partitioned: // positions repeat across partitions
 			batch.Queue(set+"ctid = $2::tid", reason, f.Position)
-		case f.NullID:
-			nulls++
-			batch.Queue(set+s.cols.id+" IS NULL AND dead_lettered_at IS NULL", reason)
-		default:
+		case !f.NullID:
 			batch.Queue(set+s.cols.id+" = $2", reason, f.Event.ID)
+		case f.Version.Position != "" && partitioned:
+			batch.Queue(set+"ctid = $2::tid AND xmin = $3::bigint::text::xid AND tableoid = $4::bigint::oid", reason,
+				f.Version.Position, int64(f.Version.Xmin), int64(f.Version.Table))
+		case f.Version.Position != "":
+			batch.Queue(set+"ctid = $2::tid AND xmin = $3::bigint::text::xid", reason, f.Version.Position, int64(f.Version.Xmin))
+		case f.Position != "":
+			// The poller holds it, in one of the partitions.
+			batch.Queue(set+"ctid = $2::tid AND "+s.cols.id+" IS NULL AND dead_lettered_at IS NULL", reason, f.Position)
+		case f.Xid != 0:
+			batch.Queue(s.nullIDOfTransaction(), reason, int64(f.Xid), f.Later).QueryRow(func(row pgx.Row) error {
+				var n int64
+				err := row.Scan(&n)
+				found[i] = n > 0 || f.Later
+				return err
+			})
+			continue
+		default:
+			// Nothing names the row: it stays not found (the bookkeeping is given no
+			// such row: each comes with a position, a version or a transaction).
+			batch.Queue(set+"false", reason)
 		}
+		batch.QueuedQueries[len(batch.QueuedQueries)-1].Exec(func(tag pgconn.CommandTag) error {
+			found[i] = tag.RowsAffected() > 0
+			return nil
+		})
 	}
-	br := q.SendBatch(ctx, batch)
-	found := Found{ids: make(map[string]bool, len(rows))}
-	var nullRows int64
-	for _, f := range rows {
-		tag, err := br.Exec()
-		if err != nil {
-			br.Close()
-			return Found{}, fmt.Errorf("dead-letter %d unpublishable rows: %w", len(rows), err)
-		}
-		switch {
-		case f.NullID:
-			nullRows += tag.RowsAffected()
-		case tag.RowsAffected() > 0:
-			found.ids[f.Event.ID] = true
-		}
+	if err := q.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("dead-letter %d unpublishable rows: %w", len(rows), err)
 	}
-	if err := br.Close(); err != nil {
-		return Found{}, fmt.Errorf("dead-letter %d unpublishable rows: %w", len(rows), err)
-	}
-	found.nullIDs = nulls > 0 && nullRows >= int64(nulls)
 	return found, nil
+}
+
+// nullIDOfTransaction dead-letters a row with a NULL id that the stream delivered,
+// as a row of its transaction ($2, its top-level xid): one row with a NULL id, not a
+// dead letter yet, whose xmin is that xid. A row a subtransaction inserted has the
+// subtransaction's xid, which is newer than its top level's and which no statement
+// can tell apart from a later transaction's. So with $3 (Later: the transaction was
+// seen finished before, and its rows were not found by their xmin) it dead-letters
+// every row with a NULL id inserted by that transaction or a newer one that neither
+// is a dead letter nor was handed to the poller: those all come to it as dead
+// letters anyway, and the transaction's own rows are among them. It returns the
+// number of rows it changed.
+func (s *Store) nullIDOfTransaction() string {
+	set := "attempts = o.attempts + 1, last_error = $1, retry_after = NULL, dead_lettered_at = now()"
+	nullID := func(alias string) string {
+		return alias + "." + s.cols.id + " IS NULL AND " + alias + ".dead_lettered_at IS NULL"
+	}
+	return `WITH own AS (
+			UPDATE ` + s.table + ` AS o SET ` + set + `
+			WHERE (o.tableoid, o.ctid) = (SELECT r.tableoid, r.ctid FROM ` + s.table + ` AS r
+				WHERE ` + nullID("r") + ` AND r.xmin = $2::bigint::text::xid LIMIT 1)
+			RETURNING 1
+		), later AS (
+			UPDATE ` + s.table + ` AS o SET ` + set + `
+			WHERE $3 AND NOT EXISTS (SELECT FROM own) AND ` + nullID("o") + ` AND o.retry_after IS NULL
+				AND (o.xmin::text::bigint - $2 + 4294967296) % 4294967296 < 2147483648
+			RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM own) + (SELECT count(*) FROM later)`
 }
 
 // PublishedEarlier applies the --on-publish mode to rows an earlier exactly-once
@@ -347,9 +390,8 @@ func (s *Store) PublishedLocked(ctx context.Context, tx pgx.Tx, mode OnPublish, 
 
 // Found tells which rows a statement of the bookkeeping found.
 type Found struct {
-	all     bool
-	ids     map[string]bool
-	nullIDs bool // the rows with a NULL id (DeadLetter)
+	all bool
+	ids map[string]bool
 }
 
 func foundOf(ids []string) Found {
@@ -362,14 +404,6 @@ func foundOf(ids []string) Found {
 
 // Has reports whether the row with id was found.
 func (f Found) Has(id string) bool { return f.all || f.ids[id] }
-
-// HasRow reports whether the failure's row was found.
-func (f Found) HasRow(r Failure) bool {
-	if r.NullID {
-		return f.nullIDs
-	}
-	return f.Has(r.Event.ID)
-}
 
 // idIn is the condition "id is one of the array $1", with the array cast to the id
 // column's own type so that the primary-key index serves it.

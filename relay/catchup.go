@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -89,9 +90,19 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 		r.log.Info("catch-up pass leaves out the rows below the published horizon the slot recorded",
 			"slot", r.cfg.Slot, "table", t.name, "published_xid", horizon)
 	}
-	query, count, err := catchUpQuery(ctx, tx, t.shape, horizon)
+	query, count, err := catchUpQuery(ctx, tx, t.shape, horizon, r.onStandby)
 	if err != nil {
 		return err
+	}
+	var next uint32 // the snapshot's xmax, 32 bits: each row's xmin is older
+	if err := tx.QueryRow(ctx, "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint % 4294967296").Scan(&next); err != nil {
+		return errorf("read the snapshot's xmax", err)
+	}
+	var nullIDRow pgtype.Text // a row with a NULL id: its version, as text
+	var xmin uint32           // on a standby: the row's xmin
+	extra := []any{&nullIDRow}
+	if r.onStandby {
+		extra = append(extra, &xmin)
 	}
 	var total int64
 	if err := tx.QueryRow(ctx, count).Scan(&total); err != nil {
@@ -105,9 +116,15 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 	progress := r.newProgressLog("catch-up pass in progress", "rows", total, "slot", r.cfg.Slot, "table", t.name)
 	done := int64(0)
 	for rows.Next() {
-		ev, unpublishable, err := poller.ScanEvent(rows, t.shape)
+		ev, unpublishable, err := poller.ScanEvent(rows, t.shape, extra...)
 		if err != nil {
 			return err
+		}
+		at := position{}
+		if r.onStandby && next-xmin < recentXids {
+			// The standby can show a row before the primary, where the bookkeeping
+			// writes, does: its settlement waits for the row's transaction there.
+			at.xid, at.rowXid = xmin, true
 		}
 		t.label(&ev)
 		ev.PayloadType = t.shape.PayloadType
@@ -119,11 +136,17 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 		if unpublishable != nil {
 			row := outbox.Event{ID: ev.ID}
 			t.label(&row)
-			pub.deadLetter(row, unpublishable, position{}, wm.Track(0))
+			var version poller.RowVersion
+			if nullIDRow.Valid {
+				if version, err = parseRowVersion(nullIDRow.String); err != nil {
+					return err
+				}
+			}
+			pub.deadLetterRead(row, unpublishable, version, at, wm.Track(0))
 			continue
 		}
 		size := ev.Size()
-		pub.publish(&ev, position{}, wm.Track(size), size)
+		pub.publish(&ev, at, wm.Track(size), size)
 		*n++
 	}
 	if err := rows.Err(); err != nil {
@@ -132,6 +155,22 @@ func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publ
 	progress.finish(time.Now(), done, "catch-up pass read every pending row of the table")
 	return nil
 }
+
+// parseRowVersion reads a row's version as catchUpQuery selects it: its tableoid,
+// ctid and xmin, space-separated.
+func parseRowVersion(text string) (poller.RowVersion, error) {
+	var v poller.RowVersion
+	if _, err := fmt.Sscanf(text, "%d %s %d", &v.Table, &v.Position, &v.Xmin); err != nil {
+		return v, fmt.Errorf("read the version %q of a row with a NULL id: %w", text, err)
+	}
+	return v, nil
+}
+
+// recentXids is how young a row's xmin is for a pass on a standby to pass it on
+// (position.rowXid): a transaction the primary may not show yet is younger by far,
+// and the bookkeeping widens it to 64 bits exactly. An older one, a frozen row's
+// included, is finished there for good.
+const recentXids = 1 << 30
 
 // waitForRoom waits until the window has room for another event of the pass.
 func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) error {
@@ -149,8 +188,11 @@ func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) erro
 
 // catchUpQuery selects pending rows: not processed, dead-lettered or handed to the
 // poller, where the table has those bookkeeping columns, and not below the published
-// horizon (0: none). count counts them.
-func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon uint64) (query, count string, err error) {
+// horizon (0: none). count counts them. After the event's columns come, for a row
+// with a NULL id, its version as text (parseRowVersion; NULL for the others), and
+// with xmin each row's xmin. Both are cheap to carry through the sort, which is
+// most of the pass's time, and keep the plan parallel.
+func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon uint64, xmin bool) (query, count string, err error) {
 	ident := shape.Ident()
 	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
@@ -169,6 +211,11 @@ func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon ui
 	if horizon > 0 {
 		where += " AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) >= " + strconv.FormatUint(horizon, 10)
 	}
-	return "SELECT " + poller.EventColumns(shape) + " FROM " + ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(shape),
+	extra := ", CASE WHEN " + pgx.Identifier{shape.Columns.ID}.Sanitize() + " IS NULL THEN " +
+		"tableoid::text || ' ' || ctid::text || ' ' || xmin::text END"
+	if xmin {
+		extra += ", xmin"
+	}
+	return "SELECT " + poller.EventColumns(shape) + extra + " FROM " + ident + " WHERE " + where + " ORDER BY " + poller.OrderBy(shape),
 		"SELECT count(*) FROM " + ident + " WHERE " + where, nil
 }

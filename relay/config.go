@@ -159,6 +159,9 @@ type Config struct {
 	// tracing, at no cost. The relay uses OpenTelemetry's API only; the program
 	// brings the SDK and exporter.
 	TracerProvider trace.TracerProvider
+
+	// bookkeepingLag delays what the bookkeeping sees (poller.Lag): set by tests only.
+	bookkeepingLag poller.Lag
 }
 
 // TableConfig is one of several outbox tables (Config.Tables).

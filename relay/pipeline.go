@@ -42,6 +42,9 @@ type position struct {
 	committed time.Time // zero in the catch-up pass
 	idx       int
 	xid       uint32 // the transaction's, for rows not visible yet (poller.Outcome.Xid); 0 in the catch-up pass
+	// rowXid: xid is the row's xmin, set by a catch-up pass on a standby
+	// (poller.Outcome.RowXid).
+	rowXid bool
 }
 
 // delivery takes the events of the stream's open transaction to the broker.

@@ -187,6 +187,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	bk := poller.NewBookkeeperTables(stores, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
 	bk.OnDeadLetter = r.countDeadLetter
+	bk.Lag = r.cfg.bookkeepingLag
 	bkCtx, stopBookkeeper := context.WithCancel(context.Background())
 	bkDone := make(chan struct{})
 	go func() { _ = bk.Run(bkCtx); close(bkDone) }()

@@ -24,8 +24,9 @@ import (
 //	outcome                                  none / progress       mark / delete
 //	acked by the broker                      at the ack            when its row's mark committed
 //	refused for what it is (event error)     when its failed attempt is recorded for the poller
-//	a row the decoder cannot map             when its dead-letter record committed (the
-//	                                         bookkeeping waits for an invisible row: poller.Outcome)
+//	a row the decoder cannot map             when its dead-letter record committed, on the
+//	                                         row itself (the bookkeeping waits for its
+//	                                         transaction: poller.Outcome)
 //	broker or partition unavailable          never: the session ends and streams it again
 //	exactly-once, its Kafka commit           at the commit         when the marks committed
 //	exactly-once, covered by an earlier      at once               when marked (rows the poller
@@ -128,7 +129,8 @@ func (f *inflight) Done(err error) {
 		f.txn.Done(f.size, nil)
 		inflights.Put(f) // publish overwrites all of it; the pool lets go of it within two GC cycles
 	case err == nil || sink.IsEventError(err):
-		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.at.lsn, Xid: f.at.xid, Bookkept: (*bookkept)(f)})
+		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.at.lsn, Xid: f.at.xid, RowXid: f.at.rowXid,
+			Bookkept: (*bookkept)(f)})
 	default:
 		f.txn.Done(f.size, fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w",
 			f.ev.ID, f.ev.EventType, f.ev.AggregateID, err))
@@ -147,18 +149,26 @@ func (b *bookkept) Done(err error) {
 	f.txn.Done(f.size, err)
 }
 
-// deadLetter records a row the decoder (or the catch-up pass) could not map as a
-// dead letter; it settles once that is committed.
+// deadLetter records a row the decoder could not map as a dead letter; it settles
+// once that is committed.
 func (p *publisher) deadLetter(row outbox.Event, reason error, at position, txn *replication.Txn) {
+	p.deadLetterRead(row, reason, poller.RowVersion{}, at, txn)
+}
+
+// deadLetterRead is deadLetter for a row the catch-up pass read as version.
+func (p *publisher) deadLetterRead(row outbox.Event, reason error, version poller.RowVersion, at position, txn *replication.Txn) {
 	p.m.failed.WithLabelValues("").Inc()
-	p.record(unmappable(row, reason, at), txn, 0, nil)
+	o := unmappable(row, reason, at)
+	o.Version = version
+	p.record(o, txn, 0, nil)
 }
 
 // unmappable is the outcome of a row that cannot become an event.
 func unmappable(row outbox.Event, reason error, at position) poller.Outcome {
 	var rowErr *decoder.RowError
 	nullID := errors.As(reason, &rowErr) && rowErr.NullID || errors.Is(reason, poller.ErrNullID)
-	return poller.Outcome{Event: &row, Err: reason, Unpublishable: true, NullID: nullID, LSN: at.lsn, Xid: at.xid}
+	return poller.Outcome{Event: &row, Err: reason, Unpublishable: true, NullID: nullID, LSN: at.lsn, Xid: at.xid,
+		RowXid: at.rowXid}
 }
 
 // acked settles an event the broker has (o.Err nil): at once with --on-publish
