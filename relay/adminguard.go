@@ -3,6 +3,7 @@ package relay
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
 	"mime"
 	"net"
@@ -74,6 +75,20 @@ func tokenDigest(token string) [sha256.Size]byte { return sha256.Sum256([]byte(t
 func tokenMatches(want [sha256.Size]byte, got string) bool {
 	d := tokenDigest(got)
 	return subtle.ConstantTimeCompare(d[:], want[:]) == 1
+}
+
+// checkAdminHosts says what is wrong with an AdminHosts entry: each is a host
+// name or address as a Host header carries it, without scheme, port or path.
+func checkAdminHosts(hosts []string) error {
+	for _, h := range hosts {
+		bare := strings.Trim(strings.TrimSpace(h), "[]")
+		_, _, portErr := net.SplitHostPort(strings.TrimSpace(h))
+		if bare == "" || strings.ContainsAny(bare, "/@?# ") || portErr == nil && net.ParseIP(bare) == nil {
+			return fmt.Errorf("admin-hosts entry %q: give a host name or address alone, without scheme, port or path "+
+				"(e.g. walrelay or walrelay.ops.svc.cluster.local)", h)
+		}
+	}
+	return nil
 }
 
 // allowedHosts are the names, lower-cased, that a request's Host may carry

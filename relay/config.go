@@ -425,7 +425,7 @@ func (c *Config) validateObservability() error {
 			return fmt.Errorf("metrics address %q is not host:port", c.MetricsAddr)
 		}
 	}
-	return nil
+	return checkAdminHosts(c.AdminHosts)
 }
 
 // route is the table's topic routing by regular expression; nil without one.

@@ -97,6 +97,9 @@ func NewGroup(cfg GroupConfig, dbs []Database) (*Group, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if err := checkAdminHosts(cfg.AdminHosts); err != nil {
+		return nil, err
+	}
 	g := &Group{cfg: cfg, registry: newRegistry()}
 	g.mu.failed = map[string]error{}
 	seen := map[string]bool{}
