@@ -70,8 +70,9 @@ func adminGuard(token string, hosts []string, addr net.Addr, log *slog.Logger) f
 // returns at once on a length mismatch).
 func tokenDigest(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }
 
-// tokenMatches reports whether got is the token whose digest is want, in time
-// that depends on neither.
+// tokenMatches reports whether got is the value whose digest is want, in time
+// that depends on the length of got alone (which its sender knows): not on how
+// much of it matches, nor on the token's length.
 func tokenMatches(want [sha256.Size]byte, got string) bool {
 	d := tokenDigest(got)
 	return subtle.ConstantTimeCompare(d[:], want[:]) == 1
