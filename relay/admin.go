@@ -2,10 +2,7 @@ package relay
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
-	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -16,7 +13,8 @@ import (
 // The admin API shares the metrics listener: GET /status, GET and POST /pause,
 // POST /resume, GET /dlq, POST /dlq/retry, POST /replay and GET /replay/ID. On a loopback address it is open unless a token is
 // set; on any other address it needs AdminToken, and without one it is off (403)
-// rather than open to the network (docs/operations.md).
+// rather than open to the network (docs/operations.md). Web pages are kept out by
+// adminGuard (adminguard.go).
 
 // adminStatusLimits are GET /status's bounds when the request names none: those of
 // `walrelay status`.
@@ -105,43 +103,6 @@ type pauseAnswer struct {
 // adminError is the body of every admin API error.
 type adminError struct {
 	Error string `json:"error"`
-}
-
-// adminGuard returns the middleware that lets a request through to the admin API:
-// with a token set, one that carries it as a bearer token; without, any on a
-// loopback listener and none on another.
-func adminGuard(token string, addr net.Addr, log *slog.Logger) func(http.Handler) http.Handler {
-	if token == "" && !isLoopback(addr) {
-		log.Warn("admin API off: the metrics address is not loopback and no admin token is set; "+
-			"set --admin-token (WALRELAY_ADMIN_TOKEN) to use /status, /pause, /resume and /dlq here", "addr", addr.String())
-		return func(http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				writeJSON(w, http.StatusForbidden, adminError{"the admin API is off on a non-loopback address without a token: " +
-					"start the relay with --admin-token (WALRELAY_ADMIN_TOKEN), or on a loopback --metrics-addr"})
-			})
-		}
-	}
-	if token == "" {
-		return func(h http.Handler) http.Handler { return h }
-	}
-	want := []byte("Bearer " + token)
-	return func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			got := []byte(req.Header.Get("Authorization"))
-			if subtle.ConstantTimeCompare(got, want) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="walrelay"`)
-				writeJSON(w, http.StatusUnauthorized, adminError{"missing or wrong bearer token: send Authorization: Bearer <the relay's --admin-token>"})
-				return
-			}
-			h.ServeHTTP(w, req)
-		})
-	}
-}
-
-// isLoopback reports whether addr is a loopback address only.
-func isLoopback(addr net.Addr) bool {
-	tcp, ok := addr.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
 }
 
 // serveStatus answers what `walrelay status --json` prints, with the relay's own

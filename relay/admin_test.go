@@ -16,8 +16,8 @@ import (
 	"github.com/walrelay/walrelay/relay"
 )
 
-// adminCall sends method to url with token (none when empty) and body, and returns
-// the status code and the body.
+// adminCall sends method to url with token (none when empty) and body (JSON), and
+// returns the status code and the body.
 func adminCall(t *testing.T, method, url, token, body string) (int, []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -32,6 +32,9 @@ func adminCall(t *testing.T, method, url, token, body string) (int, []byte) {
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -204,7 +207,8 @@ func TestAdminAPIAuthAndEndpoints(t *testing.T) {
 }
 
 // On an address other than loopback, a relay without a token keeps the admin API
-// off: 403, with the setting to use, and a warning at the start; /readyz stays open.
+// and the profiler off: 403, with the setting to use, and a warning at the start;
+// /readyz stays open.
 func TestAdminAPIOffOnNetworkWithoutToken(t *testing.T) {
 	t.Parallel()
 	dbURL, broker, _ := outboxWithBroker(t)
@@ -213,11 +217,12 @@ func TestAdminAPIOffOnNetworkWithoutToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	rn := start(t, dbURL, broker, "adminoff", func(c *config) {
-		c.Registry, c.MetricsAddr = prometheus.NewRegistry(), net.JoinHostPort("0.0.0.0", port)
+		c.Registry, c.MetricsAddr, c.Pprof = prometheus.NewRegistry(), net.JoinHostPort("0.0.0.0", port), true
 	})
 	base := "http://" + net.JoinHostPort("127.0.0.1", port)
 	waitHTTP(t, base+"/readyz", http.StatusOK, "streaming")
-	for _, ep := range []struct{ method, path string }{{"GET", "/status"}, {"POST", "/pause"}, {"GET", "/dlq"}} {
+	for _, ep := range []struct{ method, path string }{{"GET", "/status"}, {"POST", "/pause"}, {"GET", "/dlq"}, {"GET", "/debug/pprof/"},
+		{"GET", "/debug/pprof/goroutine?debug=1"}} {
 		code, body := adminCall(t, ep.method, base+ep.path, "", "")
 		if code != http.StatusForbidden || !bytes.Contains(body, []byte("--admin-token")) {
 			t.Errorf("%s %s: %d %s, want 403 naming --admin-token", ep.method, ep.path, code, body)

@@ -113,9 +113,16 @@ type Config struct {
 	MetricsAddr string
 	// Pprof also serves Go's profiler under /debug/pprof/ on MetricsAddr.
 	Pprof bool
-	// AdminToken is the bearer token the admin API on MetricsAddr asks for. Without
-	// one the API answers on a loopback address only (docs/operations.md).
+	// AdminToken is the bearer token the admin API and the profiler on MetricsAddr
+	// ask for. Without one they answer on a loopback address only
+	// (docs/operations.md).
 	AdminToken string
+	// AdminHosts are host names (or addresses) the admin API and the profiler
+	// answer requests to, besides loopback addresses, localhost and the address
+	// the listener is reached at: the names it is called by, such as a Service's.
+	// A request to any other Host is refused, which keeps a DNS-rebinding web page
+	// out.
+	AdminHosts []string
 	// StartPaused starts the relay paused: it connects and holds the slot but reads
 	// and publishes nothing until resumed (Relay.Resume, POST /resume).
 	StartPaused bool
@@ -421,7 +428,7 @@ func (c *Config) validateObservability() error {
 			return fmt.Errorf("metrics address %q is not host:port", c.MetricsAddr)
 		}
 	}
-	return nil
+	return checkAdminHosts(c.AdminHosts)
 }
 
 // route is the table's topic routing by regular expression; nil without one.

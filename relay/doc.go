@@ -72,7 +72,8 @@
 //     rows' bookkeeping are left as they are; its records carry ReplayHeader.
 //
 // The admin API (admin.go) shares the metrics listener and needs AdminToken on any
-// address but loopback.
+// address but loopback; it and the profiler refuse web pages, cross-site or
+// rebinding a name to the relay, and bodies that are not JSON (adminguard.go).
 //
 // Not guaranteed: a table-less event committed before the slot existed, or while a
 // lost slot was replaced, is not published (no row for the catch-up pass);

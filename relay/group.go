@@ -41,6 +41,8 @@ type GroupConfig struct {
 	Pprof bool
 	// AdminToken is the bearer token the admin API asks for (Config.AdminToken).
 	AdminToken string
+	// AdminHosts are names the admin API answers requests to (Config.AdminHosts).
+	AdminHosts []string
 	Logger     *slog.Logger
 }
 
@@ -87,13 +89,16 @@ func suggestName(name string) string {
 
 // NewGroup validates every database's configuration and builds its relay, its
 // metrics registered on one registry under the label database="NAME". Config's
-// MetricsAddr, Pprof, AdminToken, Registry and Gatherer are the group's to set.
+// MetricsAddr, Pprof, AdminToken, AdminHosts, Registry and Gatherer are the group's to set.
 func NewGroup(cfg GroupConfig, dbs []Database) (*Group, error) {
 	if len(dbs) == 0 {
 		return nil, errors.New("a group needs at least one database")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if err := checkAdminHosts(cfg.AdminHosts); err != nil {
+		return nil, err
 	}
 	g := &Group{cfg: cfg, registry: newRegistry()}
 	g.mu.failed = map[string]error{}
@@ -110,7 +115,7 @@ func NewGroup(cfg GroupConfig, dbs []Database) (*Group, error) {
 		}
 		seen[db.Name] = true
 		c := db.Config
-		c.MetricsAddr, c.Pprof, c.AdminToken = "", false, cfg.AdminToken
+		c.MetricsAddr, c.Pprof, c.AdminToken, c.AdminHosts = "", false, cfg.AdminToken, cfg.AdminHosts
 		c.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"database": db.Name}, g.registry)
 		c.Gatherer = g.registry
 		r, err := New(c)
@@ -144,7 +149,8 @@ func (g *Group) Run(ctx context.Context) error {
 		g.cfg.Logger.Info("serving /metrics, /healthz and /readyz, and the admin API", "addr", ln.Addr().String(),
 			"databases", len(g.members))
 		served = make(chan error, 1)
-		go func() { served <- serve(ctx, ln, g.mux(ctx, ln.Addr()), g.cfg.Pprof) }()
+		guard := adminGuard(g.cfg.AdminToken, g.cfg.AdminHosts, ln.Addr(), g.cfg.Logger)
+		go func() { served <- serve(ctx, ln, g.mux(ctx, guard), g.cfg.Pprof, guard) }()
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(g.members))
@@ -172,12 +178,12 @@ func (g *Group) Run(ctx context.Context) error {
 }
 
 // mux routes the group's endpoints: one /metrics for all, /readyz for all or one
-// (?database=NAME), and the admin API addressed by ?database=NAME.
-func (g *Group) mux(ctx context.Context, addr net.Addr) *http.ServeMux {
+// (?database=NAME), and the admin API addressed by ?database=NAME, behind guard.
+func (g *Group) mux(ctx context.Context, guard func(http.Handler) http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
 	mux.HandleFunc("/readyz", g.serveReady)
-	adminHandlers(ctx, mux, adminGuard(g.cfg.AdminToken, addr, g.cfg.Logger), g.members)
+	adminHandlers(ctx, mux, guard, g.members)
 	return mux
 }
 

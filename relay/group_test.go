@@ -41,7 +41,7 @@ func TestGroupAddressesEachDatabase(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	const token = "group-token"
-	g, err := relay.NewGroup(relay.GroupConfig{MetricsAddr: addr, AdminToken: token, Logger: logger}, dbs)
+	g, err := relay.NewGroup(relay.GroupConfig{MetricsAddr: addr, AdminToken: token, Pprof: true, Logger: logger}, dbs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +70,20 @@ func TestGroupAddressesEachDatabase(t *testing.T) {
 
 	if code, _ := adminCall(t, "POST", base+"/pause", "", ""); code != http.StatusUnauthorized {
 		t.Fatalf("POST /pause without the token: %d, want 401", code)
+	}
+	// The group's listener has the single relay's guard: web pages and other Hosts
+	// are refused whatever the token, and the profiler asks for the token.
+	if code, body := guardCall(t, "POST", base+"/pause?database=alpha", token, "", map[string]string{"Origin": "http://evil.example"}); code != http.StatusForbidden {
+		t.Fatalf("cross-site POST /pause?database=alpha: %d %s, want 403", code, body)
+	}
+	if code, body := guardCall(t, "GET", base+"/status?database=beta", token, "", map[string]string{"Host": "evil.example"}); code != http.StatusForbidden {
+		t.Fatalf("GET /status?database=beta to Host evil.example: %d %s, want 403", code, body)
+	}
+	if code, body := guardCall(t, "GET", base+"/debug/pprof/", "", "", nil); code != http.StatusUnauthorized {
+		t.Fatalf("GET /debug/pprof/ without the token: %d %s, want 401", code, body)
+	}
+	if code, body := guardCall(t, "GET", base+"/debug/pprof/", token, "", nil); code != http.StatusOK {
+		t.Fatalf("GET /debug/pprof/ with the token: %d %s, want 200", code, body)
 	}
 	if code, body := adminCall(t, "POST", base+"/pause", token, ""); code != http.StatusBadRequest || !strings.Contains(string(body), "alpha, beta") {
 		t.Fatalf("POST /pause without ?database: %d %s, want 400 naming the databases", code, body)

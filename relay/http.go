@@ -12,7 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// serveHTTP serves /metrics, /healthz and /readyz, and the admin API, until ctx ends.
+// serveHTTP serves /metrics, /healthz and /readyz, and the admin API (and the
+// profiler) behind adminGuard, until ctx ends.
 func (r *Relay) serveHTTP(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(r.gatherer, promhttp.HandlerOpts{Registry: r.registerer}))
@@ -23,21 +24,22 @@ func (r *Relay) serveHTTP(ctx context.Context, ln net.Listener) error {
 		}
 		fmt.Fprintln(w, why)
 	})
-	adminHandlers(ctx, mux, adminGuard(r.cfg.AdminToken, ln.Addr(), r.log), []Member{{Relay: r}})
-	return serve(ctx, ln, mux, r.cfg.Pprof)
+	guard := adminGuard(r.cfg.AdminToken, r.cfg.AdminHosts, ln.Addr(), r.log)
+	adminHandlers(ctx, mux, guard, []Member{{Relay: r}})
+	return serve(ctx, ln, mux, r.cfg.Pprof, guard)
 }
 
-// serve adds /healthz (and the profiler with pprof) to mux and serves it on ln
-// until ctx ends.
-func serve(ctx context.Context, ln net.Listener, mux *http.ServeMux, withPprof bool) error {
+// serve adds /healthz (and the profiler with pprof, behind guard, as the admin
+// API) to mux and serves it on ln until ctx ends.
+func serve(ctx context.Context, ln net.Listener, mux *http.ServeMux, withPprof bool, guard func(http.Handler) http.Handler) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

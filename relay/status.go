@@ -15,9 +15,12 @@ import (
 // Status is what `walrelay status` reports about a relay's slot and tables: whether
 // the outbox is being relayed, and if not, the problems found.
 type Status struct {
-	Slot         string `json:"slot"`
-	SlotExists   bool   `json:"slot_exists"`
-	SlotActive   bool   `json:"slot_active"` // a process streams the slot
+	Slot       string `json:"slot"`
+	SlotExists bool   `json:"slot_exists"`
+	// SlotActive: a relay streams the slot. A walsender holds it and heard from its
+	// client within wal_sender_timeout (slotHolder.streamed); the slot being
+	// active in pg_replication_slots is not enough.
+	SlotActive   bool   `json:"slot_active"`
 	ConfirmedLSN string `json:"confirmed_lsn,omitempty"`
 	LagBytes     int64  `json:"lag_bytes"`
 	WALStatus    string `json:"wal_status,omitempty"`
@@ -73,7 +76,9 @@ type Check string
 const (
 	// CheckDatabase: the database could not be read (ReadStatus's error).
 	CheckDatabase Check = "database"
-	// CheckNotStreamed: no process streams the slot, or it does not exist.
+	// CheckNotStreamed: no relay streams the slot: it does not exist, no walsender
+	// holds it, or its walsender has not heard from the relay within
+	// wal_sender_timeout.
 	CheckNotStreamed Check = "not_streamed"
 	// CheckPending: a row has waited longer than StatusLimits.MaxPendingAge.
 	CheckPending Check = "pending"
@@ -151,14 +156,21 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	}
 
 	var active *bool
+	var pid *int32
 	var confirmed, walStatus *string
 	var lag *int64
 	var replyTime *time.Time
-	err = conn.QueryRow(ctx, `SELECT s.active, s.confirmed_flush_lsn::text, s.wal_status,
+	holder := slotHolder{}
+	var timeoutMS int64
+	err = conn.QueryRow(ctx, `SELECT s.active, s.active_pid, r.pid IS NOT NULL, coalesce(r.reply_time, r.backend_start),
+			s.confirmed_flush_lsn::text, s.wal_status,
 			pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END,
-				s.confirmed_flush_lsn)::bigint, r.reply_time
+				s.confirmed_flush_lsn)::bigint, r.reply_time, clock_timestamp(),
+			(SELECT setting::bigint FROM pg_settings WHERE name = 'wal_sender_timeout')
 		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
-		WHERE s.slot_name = $1`, cfg.Slot).Scan(&active, &confirmed, &walStatus, &lag, &replyTime)
+		WHERE s.slot_name = $1`, cfg.Slot).Scan(&active, &pid, &holder.Walsender, &holder.Heard, &confirmed, &walStatus, &lag,
+		&replyTime, &holder.Now, &timeoutMS)
+	notStreamed := ""
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		if cfg.Mode != ModePoll {
@@ -168,16 +180,25 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		return nil, errorf("read slot", err)
 	default:
 		st.SlotExists = true
-		st.SlotActive = active != nil && *active
+		holder.Active = active != nil && *active
+		if pid != nil {
+			holder.PID = int(*pid)
+		}
+		holder.Timeout = time.Duration(timeoutMS) * time.Millisecond
+		st.SlotActive, notStreamed = holder.streamed()
 		st.ConfirmedLSN, st.WALStatus = deref(confirmed), deref(walStatus)
 		if lag != nil {
 			st.LagBytes = *lag
 		}
 		st.LastStatusUpdate = replyTime
 	}
-	if st.WALStatus == "lost" {
+	switch {
+	case st.WALStatus == "lost":
 		st.problem(CheckSlot, "slot %s is lost: PostgreSQL removed WAL it needed", cfg.Slot)
-	} else if st.SlotExists && !st.SlotActive && cfg.Mode != ModePoll {
+	case !st.SlotExists || st.SlotActive || cfg.Mode == ModePoll:
+	case notStreamed != "":
+		st.problem(CheckNotStreamed, "slot %s: %s", cfg.Slot, notStreamed)
+	default:
 		st.problem(CheckNotStreamed, "no process streams slot %s: start walrelay run, or read its log for why it is not streaming "+
 			"(it waits for the broker and for the database before it streams)", cfg.Slot)
 	}

@@ -138,7 +138,7 @@ func runDatabases(ctx context.Context, s *settings, fs *pflag.FlagSet, only stri
 		dbs[i].Config = cfg
 	}
 	g, err := relay.NewGroup(relay.GroupConfig{MetricsAddr: s.relay.MetricsAddr, Pprof: s.relay.Pprof,
-		AdminToken: s.relay.AdminToken, Logger: logger}, dbs)
+		AdminToken: s.relay.AdminToken, AdminHosts: s.relay.AdminHosts, Logger: logger}, dbs)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 // processSettings are the settings of the whole process, which an entry of the
 // file's databases list may not set: one listener, one log, one admin token serve
 // every database (docs/configuration.md, "Several databases").
-var processSettings = []string{"metrics-addr", "admin-url", "admin-token", "pprof", "log-level", "log-format"}
+var processSettings = []string{"metrics-addr", "admin-url", "admin-token", "admin-hosts", "pprof", "log-level", "log-format"}
 
 // databaseEntry is one entry of the file's databases list, as read: its keys are
 // applied over the top-level settings by databaseSettings.

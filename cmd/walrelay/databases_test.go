@@ -241,6 +241,15 @@ func TestDatabasesTakenOverAfterSIGKILL(t *testing.T) {
 		t.Fatalf("status with relay#2 streaming every database: exit %d, want 0 and %d databases\n%s%s", res.code, len(dbs), res.stdout, res.stderr)
 	}
 	survivor.stop(30 * time.Second)
+	// The server lets go of the slot a moment after the process ends: once it has,
+	// status says no relay streams it.
+	billing := dbs[slices.IndexFunc(dbs, func(d *database) bool { return d.name == "billing" })]
+	testenv.WaitFor(t, takeoverBound, "the server to release slot "+billing.slot, func() bool {
+		var active bool
+		err := billing.admin.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+			billing.slot).Scan(&active)
+		return err == nil && !active
+	})
 	res = run(t, time.Minute, envOf(1), "status", "--database", "billing")
 	if res.code != 4 || !strings.Contains(res.stdout, "database billing") || strings.Contains(res.stdout, "database orders") {
 		t.Fatalf("status --database billing with no relay: exit %d, want 4 and billing alone\n%s%s", res.code, res.stdout, res.stderr)

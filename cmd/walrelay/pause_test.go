@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -12,11 +13,12 @@ import (
 // `walrelay pause` and `resume` drive a running relay through its admin API: without
 // the relay's token they fail with exit 1 and say the token is wrong; with it the
 // relay pauses (status then exits 6, naming the pause) and resumes (status exits 0).
+// The relay answers a name given in admin-hosts, and refuses another.
 func TestPauseResumeCommands(t *testing.T) {
 	t.Parallel()
 	admin := testenv.FreeAddr(t)
 	o := newOutboxEnv(t, "WALRELAY_METRICS_ADDR="+admin)
-	relayEnv := slices.Concat(o.env, []string{"WALRELAY_ADMIN_TOKEN=cli-token"})
+	relayEnv := slices.Concat(o.env, []string{"WALRELAY_ADMIN_TOKEN=cli-token", "WALRELAY_ADMIN_HOSTS=relay.test, ops.test"})
 	relay := startProc(t, "relay", relayEnv, "run")
 	waitStreaming(t, o.conn, o.slot, relay)
 	waitStatus(t, time.Minute, 0, o.env)
@@ -38,5 +40,21 @@ func TestPauseResumeCommands(t *testing.T) {
 		t.Fatalf("resume: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	waitStatus(t, 30*time.Second, 0, o.env)
+	for host, want := range map[string]int{"ops.test": http.StatusOK, "other.test": http.StatusForbidden} {
+		req, err := http.NewRequest(http.MethodGet, "http://"+admin+"/status", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer cli-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /status to Host %s with admin-hosts relay.test, ops.test: %s, want %d", host, resp.Status, want)
+		}
+	}
 	relay.stop(10 * time.Second)
 }

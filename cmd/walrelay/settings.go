@@ -190,10 +190,14 @@ func newSettings() *settings {
 			set: func(v string) error { s.adminAddr = v; return nil }},
 		{name: "start-paused", usage: "start paused: hold the slot, read and publish nothing until resumed (walrelay resume, POST /resume)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &c.StartPaused) }},
-		str("admin-token", "bearer token the admin API on the metrics address asks for (prefer the environment or the file); "+
-			"required for the admin API on a non-loopback address", &c.AdminToken),
-		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address", def: "false", kind: kindBool,
-			set: func(v string) error { return parseBool(v, &c.Pprof) }},
+		str("admin-token", "bearer token the admin API and the profiler on the metrics address ask for (prefer the environment or the file); "+
+			"required for them on a non-loopback address; without one on loopback every local process may call them", &c.AdminToken),
+		{name: "admin-hosts", usage: "names the admin API and the profiler answer requests to, comma-separated, besides loopback addresses, " +
+			"localhost and the address the relay is reached at (e.g. walrelay,walrelay.ops.svc): a request to another Host is refused, " +
+			"which keeps web pages out (DNS rebinding)", kind: kindList,
+			set: func(v string) error { c.AdminHosts = splitList(v); return nil }},
+		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address, behind the admin API's checks and token",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &c.Pprof) }},
 		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),
 		dur("stall-timeout", "lag growing with no confirmed progress for this long marks the relay stalled", &c.StallTimeout),
 		dur("heartbeat-interval", "write a logical message this often while idle so the slot advances (0: off)", &c.HeartbeatInterval),

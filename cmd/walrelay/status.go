@@ -41,7 +41,8 @@ func statusCommand() *cobra.Command {
 			"It exits 0 when events are relayed, otherwise with the code of the first problem in this list:\n" +
 			"  3  the database cannot be read\n" +
 			"  6  the relay answers that it is not ready (or cannot be reached at --admin-url)\n" +
-			"  4  no relay streams the slot (it does not exist, or no process holds it)\n" +
+			"  4  no relay streams the slot (it does not exist, no walsender holds it, or its walsender has not heard\n" +
+			"     from the relay within wal_sender_timeout)\n" +
 			"  5  a pending row is older than --max-pending-age, or a retry is that long overdue\n" +
 			"  1  the slot is lost or was replaced in the last day, the publication is missing, or there are more\n" +
 			"     dead letters than --max-dead-letters\n" +

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -306,4 +308,82 @@ func grepLines(text, word string) string {
 		}
 	}
 	return b.String()
+}
+
+// A replication client that stops sending status updates but keeps its connection
+// (its walsender's own timeout off, as a long one would be) leaves the slot active
+// with a live walsender: status says streamed while the client answers, and no
+// longer (exit 4, naming the silence) once its last status update is older than the
+// database's wal_sender_timeout, with the walsender still there.
+func TestStatusStreamedWhileClientSilent(t *testing.T) {
+	t.Parallel()
+	const timeout = 2 * time.Second
+	o := newOutboxEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var db string
+	if err := o.conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, o.dbURL, fmt.Sprintf("ALTER DATABASE %s SET wal_sender_timeout = '%dms'", pgx.Identifier{db}.Sanitize(), timeout.Milliseconds()))
+
+	rc, err := pgconn.Connect(ctx, testenv.WithParams(o.dbURL, map[string]string{
+		"replication": "database", "options": "-cwal_sender_timeout=0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close(context.Background()) })
+	created, err := pglogrepl.CreateReplicationSlot(ctx, rc, o.slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{Temporary: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(created.ConsistentPoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pglogrepl.StartReplication(ctx, rc, o.slot, lsn, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names 'walrelay'"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Status updates every 200ms, as a relay sends them, until silenced.
+	silence, silenced := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if err := pglogrepl.SendStandbyStatusUpdate(ctx, rc, pglogrepl.StandbyStatusUpdate{WALWritePosition: lsn}); err != nil {
+				silenced <- err
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-silence:
+				silenced <- nil
+				return
+			}
+		}
+	}()
+	rep := waitStatus(t, 30*time.Second, 0, o.env)
+	if !rep.SlotActive {
+		t.Fatalf("status while the client answers: %+v, want the slot streamed", rep)
+	}
+
+	close(silence)
+	if err := <-silenced; err != nil {
+		t.Fatalf("send a status update: %v", err)
+	}
+	quiet := time.Now()
+	rep = waitStatus(t, 30*time.Second, 4, o.env)
+	if took := time.Since(quiet); took < timeout-200*time.Millisecond {
+		t.Errorf("status said not streamed %s after the last status update, before wal_sender_timeout (%s)", took, timeout)
+	}
+	if rep.SlotActive || !rep.has("not_streamed") || !strings.Contains(rep.Problems[0].Message, "has not heard from its client") {
+		t.Fatalf("status of a silent client: %+v, want the slot not streamed, naming the silence", rep)
+	}
+	var alive bool
+	if err := o.conn.QueryRow(ctx, `SELECT s.active AND EXISTS (SELECT 1 FROM pg_stat_replication r WHERE r.pid = s.active_pid)
+		FROM pg_replication_slots s WHERE s.slot_name = $1`, o.slot).Scan(&alive); err != nil || !alive {
+		t.Fatalf("the silent client's walsender is gone (%v): the server ended it, the rule was not tested", err)
+	}
 }
