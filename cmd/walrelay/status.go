@@ -103,7 +103,7 @@ func readStatus(ctx context.Context, cfg relay.Config, limits relay.StatusLimits
 	st, err := relay.ReadStatus(ctx, cfg, limits)
 	if err != nil {
 		st = &relay.Status{Slot: cfg.Slot, Publication: cfg.Publication,
-			Problems: []relay.Problem{{Check: relay.CheckDatabase, Message: explain(err).Error()}}}
+			Problems: []relay.Problem{{Check: relay.CheckDatabase, Message: redactLoaded(explain(err)).Error()}}}
 	}
 	return st, err
 }
