@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/walrelay/walrelay/internal/redact"
+	"github.com/walrelay/walrelay/relay"
 )
 
 // loadedURLs are the values the process's URL settings (kindURL, kindURLs) were
@@ -51,6 +52,18 @@ func (s *settings) noteURLSettings() {
 			noteURL(v)
 			return set(v)
 		}
+	}
+}
+
+// redactStatus redacts the loaded URLs in what status prints of st: the problems,
+// and the relay's address, answer and error.
+func redactStatus(st *relay.Status) {
+	vals := urlValues()
+	for i := range st.Problems {
+		st.Problems[i].Message = redact.Text(st.Problems[i].Message, vals...)
+	}
+	if h := st.Relay; h != nil {
+		h.URL, h.Answer, h.Error = redact.Text(h.URL, vals...), redact.Text(h.Answer, vals...), redact.Text(h.Error, vals...)
 	}
 }
 
