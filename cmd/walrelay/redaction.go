@@ -58,12 +58,12 @@ func (s *settings) noteURLSettings() {
 // redactStatus redacts the loaded URLs in what status prints of st: the problems,
 // and the relay's address, answer and error.
 func redactStatus(st *relay.Status) {
-	vals := urlValues()
+	r := redact.NewRedactor(urlValues()...)
 	for i := range st.Problems {
-		st.Problems[i].Message = redact.Text(st.Problems[i].Message, vals...)
+		st.Problems[i].Message = r.Text(st.Problems[i].Message)
 	}
 	if h := st.Relay; h != nil {
-		h.URL, h.Answer, h.Error = redact.Text(h.URL, vals...), redact.Text(h.Answer, vals...), redact.Text(h.Error, vals...)
+		h.URL, h.Answer, h.Error = r.Text(h.URL), r.Text(h.Answer), r.Text(h.Error)
 	}
 }
 

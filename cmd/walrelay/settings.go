@@ -30,7 +30,7 @@ type setting struct {
 	usage string
 	def   string
 	set   func(string) error
-	kind  string // kindString when empty; kindBool: --name alone means true
+	kind  string // kindString when empty; kindBool: --name alone means true; kindURL, kindURLs: shown only redacted
 	// only: registered only by the subcommands that name it (a setting of one
 	// subcommand, which a shared file or environment may still carry).
 	only bool

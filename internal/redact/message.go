@@ -33,6 +33,19 @@ func (e *redactedError) Unwrap() error { return e.err }
 // and every word of a value that its redaction hides (a password, a token, a piece
 // of a string that did not parse) masked wherever it still appears.
 func Text(msg string, values ...string) string {
+	return NewRedactor(values...).Text(msg)
+}
+
+// A Redactor is Text for a fixed set of values, prepared once: for a process that
+// redacts the same settings in every log line.
+type Redactor struct {
+	values []string
+	forms  *strings.Replacer // each form of a value by its redaction
+	hidden *strings.Replacer // each hidden word by Mask
+}
+
+// NewRedactor prepares Text for values.
+func NewRedactor(values ...string) *Redactor {
 	var forms []string
 	for _, v := range values {
 		if v == "" {
@@ -46,24 +59,37 @@ func Text(msg string, values ...string) string {
 			}
 		}
 	}
-	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
-	for _, f := range forms {
-		msg = strings.ReplaceAll(msg, f, URL(f))
-	}
-	msg = driverQuote.ReplaceAllStringFunc(msg, func(m string) string {
-		inner := strings.TrimSuffix(strings.TrimPrefix(m, "cannot parse `"), "`")
-		return "cannot parse `" + URL(inner) + "`"
-	})
-	msg = urlInText.ReplaceAllStringFunc(msg, URL)
 	var hidden []string
 	for _, v := range values {
 		hidden = append(hidden, hiddenWords(v)...)
 	}
-	slices.SortFunc(hidden, func(a, b string) int { return len(b) - len(a) })
-	for _, w := range hidden {
-		msg = strings.ReplaceAll(msg, w, Mask)
+	return &Redactor{values: slices.Clone(values), forms: replacer(forms, URL), hidden: replacer(hidden, func(string) string { return Mask })}
+}
+
+// replacer replaces each of olds by with(old), the longest first.
+func replacer(olds []string, with func(string) string) *strings.Replacer {
+	slices.SortFunc(olds, func(a, b string) int { return len(b) - len(a) })
+	olds = slices.Compact(olds)
+	pairs := make([]string, 0, 2*len(olds))
+	for _, o := range olds {
+		pairs = append(pairs, o, with(o))
 	}
-	return msg
+	return strings.NewReplacer(pairs...)
+}
+
+// Text is the package's Text for r's values.
+func (r *Redactor) Text(msg string) string {
+	msg = r.forms.Replace(msg)
+	if strings.Contains(msg, "cannot parse `") {
+		msg = driverQuote.ReplaceAllStringFunc(msg, func(m string) string {
+			inner := strings.TrimSuffix(strings.TrimPrefix(m, "cannot parse `"), "`")
+			return "cannot parse `" + URL(inner) + "`"
+		})
+	}
+	if strings.Contains(msg, "://") {
+		msg = urlInText.ReplaceAllStringFunc(msg, URL)
+	}
+	return r.hidden.Replace(msg)
 }
 
 var (
