@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/redact"
 )
 
 // connect opens one connection to o.DatabaseURL, with the password o.Password gives
@@ -12,7 +14,7 @@ import (
 func (o Options) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(o.DatabaseURL)
 	if err != nil {
-		return nil, err
+		return nil, redact.Error(err, o.DatabaseURL)
 	}
 	if o.Password != nil {
 		if cfg.Password, err = o.Password(ctx); err != nil {

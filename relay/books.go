@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/redact"
 )
 
 // BooksURL is where the commands beside a relay (status, dlq, replay) find the outbox
@@ -37,7 +39,7 @@ func BooksURL(ctx context.Context, cfg Config) (string, error) {
 func connectTo(ctx context.Context, cfg Config, url string) (*pgx.Conn, error) {
 	connCfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, errorf("parse database url", err)
+		return nil, errorf("parse database url", redact.Error(err, url))
 	}
 	if err := cfg.setPassword(ctx, &connCfg.Config); err != nil {
 		return nil, err

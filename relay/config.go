@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
@@ -138,7 +139,8 @@ type Config struct {
 	// walrelay_broker_up is 0, until the broker acknowledges again (0: not watched).
 	AckTimeout time.Duration
 	// BrokerAddrs are where the sink reaches its broker, for the logs and /readyz
-	// while it does not acknowledge (sinks.Config.Addresses).
+	// while it does not acknowledge (sinks.Config.Addresses); New redacts them
+	// (internal/redact), so a URL carrying a password or token may be given.
 	BrokerAddrs []string
 	// StatsInterval is how often slot health and table counts are read.
 	StatsInterval time.Duration
@@ -294,11 +296,11 @@ func (c *Config) validateNames() error {
 	if c.DatabaseURL == "" {
 		p.add("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
-		p.add("database url: %w", err) // the strictest parser of the ones Run uses
+		p.add("database url: %w", redact.Error(err, c.DatabaseURL)) // the strictest parser of the ones Run uses
 	}
 	if c.PrimaryURL != "" {
 		if _, err := pgxpool.ParseConfig(c.PrimaryURL); err != nil {
-			p.add("primary url (--primary-url): %w", err)
+			p.add("primary url (--primary-url): %w", redact.Error(err, c.PrimaryURL))
 		}
 	}
 	seen := map[string]bool{}

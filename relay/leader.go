@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -41,7 +42,7 @@ func (r *Relay) connectBooks(ctx context.Context) (*pgx.Conn, error) {
 func (r *Relay) connectTo(ctx context.Context, url, setting string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url (check %s): %w", setting, err)
+		return nil, fmt.Errorf("parse database url (check %s): %w", setting, redact.Error(err, url))
 	}
 	replication.TuneKeepalives(&cfg.Config)
 	replication.RenderLikeStream(cfg.RuntimeParams) // the catch-up pass reads placed columns as the stream sends them

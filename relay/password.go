@@ -7,6 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/walrelay/walrelay/internal/redact"
 )
 
 // setPassword puts the password Config.DatabasePassword gives into a connection's
@@ -33,7 +35,7 @@ func OpenPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	}
 	poolCfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
+		return nil, fmt.Errorf("database url: %w", redact.Error(err, url))
 	}
 	if cfg.DatabasePassword != nil {
 		poolCfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
@@ -105,6 +106,7 @@ func New(cfg Config) (*Relay, error) {
 	if gatherer == nil && cfg.MetricsAddr != "" {
 		return nil, errors.New("metrics address set, but the registry cannot be gathered: set Config.Gatherer")
 	}
+	cfg.BrokerAddrs = redact.URLs(cfg.BrokerAddrs) // shown in logs and on /readyz, which asks for no token
 	r := &Relay{
 		cfg:        cfg,
 		log:        logger,
@@ -243,7 +245,7 @@ func (r *Relay) openPool(ctx context.Context) (*pgxpool.Pool, error) {
 func (r *Relay) openPoolOn(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	poolCfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, errorf("database pool", err)
+		return nil, errorf("database pool", redact.Error(err, url))
 	}
 	// Bookkeeping statements are prepared once and run for ever: a generic plan made
 	// while the outbox was tiny (a sequential scan) would stay as it grows. Custom

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 )
@@ -124,7 +125,7 @@ func (st *Status) problem(check Check, format string, args ...any) {
 // lists problems.
 func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, error) {
 	if _, err := pgx.ParseConfig(cfg.DatabaseURL); err != nil {
-		return nil, errorf("parse database url (check --database-url)", err)
+		return nil, errorf("parse database url (check --database-url)", redact.Error(err, cfg.DatabaseURL))
 	}
 	conn, err := connectTo(ctx, cfg, cfg.DatabaseURL)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/redact"
 )
 
 // RelayHealth is what a running relay says of itself over HTTP (http.go).
@@ -36,18 +38,19 @@ const probeTimeout = 3 * time.Second
 // and not slot, another relay answers there: it is reported unreachable, not taken
 // for this slot's.
 func probeRelay(ctx context.Context, base, slot, database string) *RelayHealth {
-	h := &RelayHealth{URL: strings.TrimSuffix(base, "/")}
-	readyz := h.URL + "/readyz"
+	base = strings.TrimSuffix(base, "/")
+	h := &RelayHealth{URL: redact.URL(base)} // shown by status: --admin-url may carry a token
+	readyz := base + "/readyz"
 	if database != "" {
 		readyz += "?database=" + url.QueryEscape(database)
 	}
 	code, body, err := get(ctx, readyz)
 	if err != nil {
-		h.Error = err.Error()
+		h.Error = redact.Text(err.Error(), base)
 		return h
 	}
 	metrics := ""
-	if c, b, err := get(ctx, h.URL+"/metrics"); err == nil && c == http.StatusOK {
+	if c, b, err := get(ctx, base+"/metrics"); err == nil && c == http.StatusOK {
 		metrics = b
 	}
 	slots, confirmed := scanMetrics(metrics, database)

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/walrelay/walrelay/internal/redact"
 )
 
 const readBufferSize = 64 << 10
@@ -43,7 +45,7 @@ func Connect(ctx context.Context, databaseURL string) (*Conn, error) {
 func ConnectWithPassword(ctx context.Context, databaseURL string, password func(context.Context) (string, error)) (*Conn, error) {
 	cfg, err := pgconn.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, fmt.Errorf("parse database url: %w", redact.Error(err, databaseURL))
 	}
 	if password != nil {
 		if cfg.Password, err = password(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	saslaws "github.com/twmb/franz-go/pkg/sasl/aws"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
 
@@ -72,7 +73,7 @@ func loadAWSConfig() (aws.Config, error) {
 func rdsIAMTokens(dbURL string) (func(context.Context) (string, error), error) {
 	pc, err := pgconn.ParseConfig(dbURL)
 	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
+		return nil, fmt.Errorf("database url: %w", redact.Error(err, dbURL))
 	}
 	switch {
 	case pc.Password != "":

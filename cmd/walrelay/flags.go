@@ -20,6 +20,11 @@ const (
 	kindBytes    = "bytes"
 	kindBool     = "bool"
 	kindList     = "list"
+	// kindURL and kindURLs (a comma-separated list) are where a server is reached: a
+	// URL, keyword/value string or host:port that may carry a password, a token or
+	// a secret parameter. Wherever one is shown it is redacted (internal/redact).
+	kindURL  = "url"
+	kindURLs = "urls"
 )
 
 // settingValue is a setting's flag: it keeps the text, which load applies after the

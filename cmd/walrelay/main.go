@@ -78,13 +78,14 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	err = redactLoaded(err)
 	var verdict statusFailed
 	if errors.As(err, &verdict) { // status printed its report
 		return verdict.code
 	}
 	var rt runtimeError
 	if errors.As(err, &rt) {
-		fmt.Fprintln(stderr, "walrelay:", explain(err))
+		fmt.Fprintln(stderr, "walrelay:", redactLoaded(explain(err)))
 		return 1
 	}
 	var usage usageError

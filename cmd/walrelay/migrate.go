@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/poller"
 )
@@ -41,7 +42,7 @@ func migrateCommand() *cobra.Command {
 			}
 			// A URL that does not parse is bad configuration (exit 2), not a runtime failure.
 			if _, err := pgx.ParseConfig(s.relay.DatabaseURL); err != nil {
-				return fmt.Errorf("database url: %w", err)
+				return fmt.Errorf("database url: %w", redact.Error(err, s.relay.DatabaseURL))
 			}
 			if !migrateTableName.MatchString(s.relay.Table) {
 				return fmt.Errorf("table %q is not a table name (name or schema.name)", s.relay.Table)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/walrelay/walrelay/internal/redact"
 )
 
 // adminTimeout bounds one request to the relay's admin API.
@@ -61,6 +63,7 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 			if err := adminPost(cmd.Context(), target, s.relay.AdminToken, &answer); err != nil {
 				return runtimeError{err}
 			}
+			base = redact.URL(base) // --admin-url may carry a token
 			out := cmd.OutOrStdout()
 			switch {
 			case verb == "pause" && answer.Changed:

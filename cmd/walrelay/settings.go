@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
@@ -29,7 +30,7 @@ type setting struct {
 	usage string
 	def   string
 	set   func(string) error
-	kind  string // kindString when empty; kindBool: --name alone means true
+	kind  string // kindString when empty; kindBool: --name alone means true; kindURL, kindURLs: shown only redacted
 	// only: registered only by the subcommands that name it (a setting of one
 	// subcommand, which a shared file or environment may still carry).
 	only bool
@@ -59,8 +60,8 @@ func newSettings() *settings {
 	s.relay.MetricsAddr = "127.0.0.1:9731" // loopback: exposing metrics is the operator's choice
 	c, b := &s.relay, &s.sinks
 	s.all = []setting{
-		str("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
-		str("primary-url", "the primary's URL when database-url is a hot standby (PostgreSQL 16+): the slot is streamed on the standby, "+
+		urlSetting("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
+		urlSetting("primary-url", "the primary's URL when database-url is a hot standby (PostgreSQL 16+): the slot is streamed on the standby, "+
 			"walrelay's bookkeeping is written to the primary; empty: the read-write server of a database-url that names several", &c.PrimaryURL),
 		{name: "database-auth", usage: "password (the URL's, or PGPASSWORD/.pgpass), or aws-iam (an RDS/Aurora IAM token for the URL's user, " +
 			"signed with the standard AWS credentials before each connection; needs AWS_REGION or a configured region)",
@@ -79,24 +80,25 @@ func newSettings() *settings {
 		str("kafka-sasl-user", "SASL user", &b.Kafka.Security.SASLUser),
 		{name: "kafka-sasl-password", usage: "SASL password (prefer the environment or the file over a flag)",
 			set: func(v string) error { b.Kafka.Security.SASLPassword = v; return nil }},
-		str("nats-url", "NATS server(s) (--sink nats)", &b.NATS.URL),
+		{name: "nats-url", usage: "NATS server(s) (--sink nats)", def: b.NATS.URL, kind: kindURLs,
+			set: func(v string) error { b.NATS.URL = v; return nil }},
 		str("nats-stream", "JetStream stream that captures the subjects (--topic-template)", &b.NATS.Stream),
 		{name: "nats-create-stream", usage: "create the stream when missing", def: strconv.FormatBool(b.NATS.CreateStream), kind: kindBool,
 			set: func(v string) error { return parseBool(v, &b.NATS.CreateStream) }},
-		str("rabbitmq-url", "AMQP URL (--sink rabbitmq)", &b.RabbitMQ.URL),
+		urlSetting("rabbitmq-url", "AMQP URL (--sink rabbitmq)", &b.RabbitMQ.URL),
 		str("rabbitmq-exchange-template", "exchange; {aggregate_type} and {event_type} are replaced", &b.RabbitMQ.ExchangeTemplate),
 		str("rabbitmq-routing-key-template", "routing key; {aggregate_type} and {event_type} are replaced", &b.RabbitMQ.RoutingKeyTemplate),
 		{name: "rabbitmq-declare-exchange", usage: "declare exchanges as durable topic exchanges when first used", def: "false", kind: kindBool,
 			set: func(v string) error { return parseBool(v, &b.RabbitMQ.DeclareExchange) }},
-		str("redis-url", "Redis URL (--sink redis); streams are named by --topic-template", &b.Redis.URL),
+		urlSetting("redis-url", "Redis URL (--sink redis); streams are named by --topic-template", &b.Redis.URL),
 		{name: "redis-max-len", usage: "trim each stream to about this many entries (0: keep all)", def: "0", kind: kindInt,
 			set: func(v string) error { return parseInto(v, &b.Redis.MaxLen) }},
 		dur("redis-dedup-window", "how long an event id is remembered per stream to drop redeliveries", &b.Redis.DedupWindow),
 		str("sqs-region", "AWS region of the SQS queues (--sink sqs; empty: AWS_REGION or the AWS config file); queues are named by --topic-template", &b.SQS.Region),
-		str("sqs-endpoint", "SQS endpoint URL, e.g. a VPC endpoint or a local server (empty: the region's)", &b.SQS.Endpoint),
+		urlSetting("sqs-endpoint", "SQS endpoint URL, e.g. a VPC endpoint or a local server (empty: the region's)", &b.SQS.Endpoint),
 		str("pubsub-project", "Google Cloud project of the topics (--sink pubsub); topics are named by --topic-template", &b.PubSub.Project),
-		str("pubsub-endpoint", "Pub/Sub endpoint host:port, e.g. a locational us-east1-pubsub.googleapis.com:443 (empty: the global one)", &b.PubSub.Endpoint),
-		str("pubsub-emulator-host", "host:port of a Pub/Sub emulator or fake, in plaintext without credentials (empty: Google's service)", &b.PubSub.EmulatorHost),
+		urlSetting("pubsub-endpoint", "Pub/Sub endpoint host:port, e.g. a locational us-east1-pubsub.googleapis.com:443 (empty: the global one)", &b.PubSub.Endpoint),
+		urlSetting("pubsub-emulator-host", "host:port of a Pub/Sub emulator or fake, in plaintext without credentials (empty: Google's service)", &b.PubSub.EmulatorHost),
 		str("pubsub-credentials-file", "service account key JSON (empty: Application Default Credentials, e.g. GOOGLE_APPLICATION_CREDENTIALS)", &b.PubSub.CredentialsFile),
 		str("table", "outbox table, optionally schema-qualified", &c.Table),
 		str("column-id", "the table's event id column (uuid, text or bigint): the id header, for deduplication", &c.Columns.ID),
@@ -186,7 +188,7 @@ func newSettings() *settings {
 		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at and at most 3·2^30 xids of age", &c.Retention),
 		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
 		{name: "admin-url", usage: "status, pause, resume and replay: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
-			"and replay whether it is paused (empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true,
+			"and replay whether it is paused (empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true, kind: kindURL,
 			set: func(v string) error { s.adminAddr = v; return nil }},
 		{name: "start-paused", usage: "start paused: hold the slot, read and publish nothing until resumed (walrelay resume, POST /resume)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &c.StartPaused) }},
@@ -205,6 +207,7 @@ func newSettings() *settings {
 		str("log-level", "debug, info, warn or error", &s.logLevel),
 		str("log-format", "json or text", &s.logFormat),
 	}
+	s.noteURLSettings()
 	return s
 }
 
@@ -258,6 +261,13 @@ func setHeaderColumns(v string, p *[]outbox.HeaderColumn) error {
 
 func str(name, usage string, p *string) setting {
 	return setting{name: name, usage: usage, def: *p, set: func(v string) error { *p = v; return nil }}
+}
+
+// urlSetting is a string setting of kind URL: shown only redacted.
+func urlSetting(name, usage string, p *string) setting {
+	st := str(name, usage, p)
+	st.kind = kindURL
+	return st
 }
 
 func dur(name, usage string, p *time.Duration) setting {
@@ -603,9 +613,9 @@ func (s *settings) logger() (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch s.logFormat {
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(redact.Handler(slog.NewJSONHandler(os.Stderr, opts), urlValues)), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(redact.Handler(slog.NewTextHandler(os.Stderr, opts), urlValues)), nil
 	default:
 		return nil, fmt.Errorf("--log-format: want json or text, got %q", s.logFormat)
 	}

@@ -2,17 +2,15 @@ package main
 
 import (
 	"log/slog"
-	"net"
-	"strconv"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/internal/buildinfo"
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/relay"
 )
 
 // logStartup logs the one line that says what this run is and where it reads and
-// publishes, before any connection is opened. It carries no password.
+// publishes, before any connection is opened. Every URL in it is redacted
+// (internal/redact): no password, token or secret parameter.
 func (s *settings) logStartup(logger *slog.Logger, cfg relay.Config) {
 	b := buildinfo.Read()
 	tables := make([]string, 0, len(cfg.OutboxTables()))
@@ -21,22 +19,13 @@ func (s *settings) logStartup(logger *slog.Logger, cfg relay.Config) {
 	}
 	args := []any{"version", b.Version, "revision", b.Revision, "mode", string(cfg.Mode),
 		"on_publish", string(cfg.OnPublishMode()), "delivery", string(cfg.Delivery),
-		"sink", string(s.sinks.Kind), "brokers", s.sinks.Addresses(), "database", databaseAddr(cfg.DatabaseURL)}
+		"sink", string(s.sinks.Kind), "brokers", s.sinks.Addresses(), "database", redact.URL(cfg.DatabaseURL)}
 	if cfg.PrimaryURL != "" {
-		args = append(args, "primary", databaseAddr(cfg.PrimaryURL))
+		args = append(args, "primary", redact.URL(cfg.PrimaryURL))
 	}
 	if cfg.Mode != relay.ModePoll {
 		args = append(args, "slot", cfg.Slot, "publication", cfg.Publication)
 	}
 	args = append(args, "tables", tables)
 	logger.Info("walrelay starting", args...)
-}
-
-// databaseAddr is the database URL's host:port/database, without user or password.
-func databaseAddr(dbURL string) string {
-	cfg, err := pgconn.ParseConfig(dbURL)
-	if err != nil {
-		return "(invalid URL)"
-	}
-	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))) + "/" + cfg.Database
 }

@@ -99,13 +99,15 @@ func statusCommand() *cobra.Command {
 	return cmd
 }
 
-// readStatus is relay.ReadStatus, with a database that cannot be read as its problem.
+// readStatus is relay.ReadStatus, with a database that cannot be read as its problem,
+// and the loaded URLs redacted in what it says.
 func readStatus(ctx context.Context, cfg relay.Config, limits relay.StatusLimits) (*relay.Status, error) {
 	st, err := relay.ReadStatus(ctx, cfg, limits)
 	if err != nil {
 		st = &relay.Status{Slot: cfg.Slot, Publication: cfg.Publication,
 			Problems: []relay.Problem{{Check: relay.CheckDatabase, Message: explain(err).Error()}}}
 	}
+	redactStatus(st)
 	return st, err
 }
 

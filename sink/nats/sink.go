@@ -3,7 +3,6 @@ package nats
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/walrelay/walrelay/internal/drain"
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -121,7 +121,7 @@ func New(cfg Config) (*Sink, error) {
 	opts = append(opts, cfg.Opts...)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", redact(cfg.URL), err)
+		return nil, redact.Error(fmt.Errorf("connect to nats %s: %w", cfg.URL, err), cfg.URL)
 	}
 	s.nc = nc
 	s.connected = nc.StatusChanged(nats.CONNECTED)
@@ -198,7 +198,7 @@ func (s *Sink) Flush(ctx context.Context) error {
 // exists (creating it when CreateStream is set).
 func (s *Sink) Ping(ctx context.Context) error {
 	if st := s.nc.Status(); st != nats.CONNECTED {
-		return fmt.Errorf("nats %s: not connected (%s); the client keeps reconnecting", redact(s.cfg.URL), st)
+		return fmt.Errorf("nats %s: not connected (%s); the client keeps reconnecting", redact.URL(s.cfg.URL), st)
 	}
 	if _, err := s.js.AccountInfo(ctx); err != nil {
 		return fmt.Errorf("jetstream account info: %w", err)
@@ -291,15 +291,4 @@ func (s *Sink) finish(p *pending, err error) {
 	s.mu.Lock()
 	s.mu.outstanding.Add(-1)
 	s.mu.Unlock()
-}
-
-// redact hides a password in the server URL for messages.
-func redact(u string) string {
-	if i := strings.LastIndexByte(u, '@'); i >= 0 {
-		if j := strings.Index(u, "://"); j >= 0 && j < i {
-			return u[:j+3] + "***" + u[i:]
-		}
-		return "***" + u[i:]
-	}
-	return u
 }

@@ -9,6 +9,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -107,7 +108,11 @@ func (c *Config) Validate() error {
 	if c.URL == "" {
 		add("rabbitmq url is required, e.g. amqp://user:password@host:5672/vhost")
 	} else if _, err := amqp.ParseURI(c.URL); err != nil {
-		add("rabbitmq url: %w", redactURIError(err))
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("%w (percent-encode reserved characters in the user name and password)", err)
+		}
+		errs = append(errs, redact.Error(fmt.Errorf("rabbitmq url %s: %w", c.URL, err), c.URL))
 	}
 	if _, err := sink.ParseTemplate(d.ExchangeTemplate); err != nil {
 		add("exchange %w", err)
@@ -132,13 +137,4 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// redactURIError drops the URI, which may hold a password, from a parse error.
-func redactURIError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return fmt.Errorf("%w (percent-encode reserved characters in the user name and password)", ue.Err)
-	}
-	return err
 }

@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -72,8 +73,8 @@ func (s *Sink) dial() (*link, *channelState, error) {
 		},
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to rabbitmq at %s (is it running, and are the user, password and vhost right?): %w",
-			s.addr, redactURIError(err))
+		return nil, nil, redact.Error(fmt.Errorf("connect to rabbitmq at %s (is it running, and are the user, password and vhost right?): %w",
+			s.addr, err), s.cfg.URL)
 	}
 	cs, err := s.openChannel(conn)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -73,7 +74,7 @@ func (c *Config) Validate() error {
 	if c.URL == "" {
 		add("redis url is required, e.g. redis://127.0.0.1:6379/0")
 	} else if _, err := goredis.ParseURL(c.URL); err != nil {
-		add("redis url: %w", err)
+		errs = append(errs, redact.Error(fmt.Errorf("redis url: %w", err), c.URL))
 	}
 	if _, err := sink.ParseTemplate(c.StreamTemplate); err != nil {
 		add("stream template: %w", err)

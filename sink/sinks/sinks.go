@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
 	"github.com/walrelay/walrelay/sink/nats"
@@ -184,32 +184,31 @@ func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, r
 	}
 }
 
-// Addresses are where the selected broker is reached, for logs: Kafka's brokers, or
-// the other brokers' URLs with any password removed.
+// Addresses are where the selected broker is reached, for logs and /readyz: Kafka's
+// brokers, or the other brokers' URLs and endpoints redacted (internal/redact).
 func (c Config) Addresses() []string {
+	var addrs []string
 	switch c.Kind {
 	case Kafka:
-		return c.Kafka.Brokers
+		addrs = c.Kafka.Brokers
 	case NATS:
-		return redactURLs(strings.Split(c.NATS.URL, ","))
+		addrs = strings.Split(c.NATS.URL, ",")
 	case RabbitMQ:
-		return redactURLs([]string{c.RabbitMQ.URL})
+		addrs = []string{c.RabbitMQ.URL}
 	case Redis:
-		return redactURLs([]string{c.Redis.URL})
-	}
-	return nil
-}
-
-// redactURLs drops the password of each URL; one that does not parse becomes "(invalid URL)".
-func redactURLs(urls []string) []string {
-	out := make([]string, 0, len(urls))
-	for _, raw := range urls {
-		u, err := url.Parse(strings.TrimSpace(raw))
-		if err != nil {
-			out = append(out, "(invalid URL)")
-			continue
+		addrs = []string{c.Redis.URL}
+	case SQS:
+		if c.SQS.Endpoint != "" {
+			addrs = []string{c.SQS.Endpoint}
 		}
-		out = append(out, u.Redacted())
+	case PubSub:
+		if c.PubSub.Endpoint != "" {
+			addrs = []string{c.PubSub.Endpoint}
+		}
+	}
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, redact.URL(strings.TrimSpace(a)))
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
@@ -83,7 +84,7 @@ func (c *Config) Validate() error {
 	}
 	if c.Endpoint != "" {
 		if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("sqs endpoint %q: want a URL such as https://sqs.eu-west-1.amazonaws.com or http://127.0.0.1:9324", c.Endpoint)
+			add("sqs endpoint %q: want a URL such as https://sqs.eu-west-1.amazonaws.com or http://127.0.0.1:9324", redact.URL(c.Endpoint))
 		}
 	}
 	if c.MaxInFlightRequests <= 0 {
