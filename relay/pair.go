@@ -277,6 +277,10 @@ func (r *Relay) decodeOn(probes []serverProbe, i int) error {
 			"set hot_standby_feedback = on on the standby, with primary_slot_name")
 	}
 	target := pinURL(r.cfg.DatabaseURL, p.server)
+	if target == r.target && r.onStandby && !p.inRecovery {
+		// The previous session decoded there as a standby: as checkStillStandby.
+		return r.promotedError()
+	}
 	if target != r.target || p.inRecovery != r.onStandby {
 		role := "the primary"
 		if p.inRecovery {

@@ -46,6 +46,8 @@ type pairRig struct {
 		sync.Mutex
 		relays   [2]*running
 		breaches []string
+		promoted bool     // the standby was promoted: stopping with "was promoted" is expected
+		stopped  []string // the errors of the instances that stopped so
 	}
 	stopWatch func()
 }
@@ -188,8 +190,13 @@ func (r *pairRig) watch(stop, done chan struct{}) {
 			}
 			select {
 			case err, ok := <-rn.done:
-				if ok {
-					close(rn.done) // stop sees it returned
+				if !ok {
+					break
+				}
+				close(rn.done) // stop sees it returned
+				if r.mu.promoted && err != nil && strings.Contains(err.Error(), "was promoted") {
+					r.mu.stopped = append(r.mu.stopped, err.Error())
+				} else {
 					r.breach("instance %d stopped for good: %v", i, err)
 				}
 			default:
@@ -401,4 +408,61 @@ func TestPairNeverTwoLeaders(t *testing.T) {
 	r.write("settled", 50)
 	r.delivered("settled")
 	r.finish()
+}
+
+// The standby the slot is on is promoted after the primary is lost: the instances
+// stop, saying so (their bookkeeping went to the old primary), and started again they
+// decode on the promoted server, where the slot is, with their bookkeeping there too,
+// although the URL prefers a standby. Nothing is lost.
+func TestPairPromotedStandbyKeepsTheSlot(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r := startPairRig(t, ctx)
+	r.start(0)
+	r.start(1)
+	r.write("first", 50)
+	r.delivered("the first start")
+	r.confirmed()
+
+	r.mu.Lock()
+	r.mu.promoted = true
+	r.mu.Unlock()
+	if err := r.primary.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "both instances to stop, saying the standby was promoted", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.mu.stopped) == 2 || len(r.mu.breaches) > 0
+	})
+	r.failOnBreaches("the promotion")
+	r.stop(0)
+	r.stop(1)
+
+	r.onPrimary = r.onStandby // the promoted server takes the writes
+	r.start(0)
+	r.start(1)
+	r.write("promoted", 50)
+	r.delivered("started again on the promoted server")
+	r.stopWatch()
+	r.failOnBreaches("at the end")
+	if n := slotsOn(t, r.onStandby); n != 1 {
+		t.Errorf("the promoted server has %d slots of the relay's name, want 1", n)
+	}
+	for _, ev := range r.written {
+		if r.consumer.Count(ev.ID) == 0 {
+			t.Errorf("event %s (%s) lost", ev.ID, ev.EventType)
+		}
+	}
+	r.mu.Lock()
+	logs := r.mu.relays[0].logs.String() + r.mu.relays[1].logs.String()
+	r.mu.Unlock()
+	if strings.Contains(logs, "created replication slot") {
+		t.Error("an instance created the slot again; the promoted server kept it")
+	}
+	t.Logf("%d events written, %d records delivered", len(r.written), len(r.consumer.Records))
 }

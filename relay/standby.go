@@ -146,17 +146,23 @@ func (r *Relay) checkStillStandby(ctx context.Context, slots *pgx.Conn) error {
 	if err := slots.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err != nil {
 		return fmt.Errorf("check that the standby is still a standby: %w", err)
 	}
-	if !inRecovery && len(r.servers) > 1 {
-		return &replication.SetupError{Msg: "the standby of --database-url the slot is on was promoted: its slot goes on, " +
-			"but walrelay's bookkeeping must now be kept there; start walrelay again (it then decodes where the slot is, " +
-			"and keeps its bookkeeping on the server that takes writes)"}
-	}
 	if !inRecovery {
-		return &replication.SetupError{Msg: "the standby (--database-url) was promoted: its slot goes on, but walrelay's " +
-			"bookkeeping must now be kept there, not on --primary-url; start walrelay again (it then keeps everything on " +
-			"--database-url) and remove --primary-url"}
+		return r.promotedError()
 	}
 	return nil
+}
+
+// promotedError says that the standby the slot is on was promoted, and what to do.
+func (r *Relay) promotedError() error {
+	if len(r.servers) > 1 {
+		return &replication.SetupError{Msg: "the standby of --database-url the slot is on was promoted: its slot goes on, " +
+			"but walrelay's bookkeeping must now be kept there; start walrelay again, without --primary-url if it is set " +
+			"(it then decodes where the slot is, and keeps its bookkeeping on the server of --database-url that takes " +
+			"writes)"}
+	}
+	return &replication.SetupError{Msg: "the standby (--database-url) was promoted: its slot goes on, but walrelay's " +
+		"bookkeeping must now be kept there, not on --primary-url; start walrelay again (it then keeps everything on " +
+		"--database-url) and remove --primary-url"}
 }
 
 // booksReceivedPoll is how often awaitBooksOnStandby asks the standby how far it
