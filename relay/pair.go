@@ -132,12 +132,13 @@ type serverProbe struct {
 	rank       int
 }
 
-// probeServer asks s whether it answers, what it is, and whether it holds the slot.
-func (r *Relay) probeServer(ctx context.Context, s server) serverProbe {
+// probeServer asks s, a server of cfg.DatabaseURL, whether it answers, what it is, and
+// whether it holds the slot; check is the URL's target_session_attrs check.
+func probeServer(ctx context.Context, cfg Config, check pgconn.ValidateConnectFunc, s server) serverProbe {
 	p := serverProbe{server: s}
 	ctx, cancel := context.WithTimeout(ctx, pairProbeTimeout)
 	defer cancel()
-	conn, err := r.connectTo(ctx, pinURL(r.cfg.DatabaseURL, s), "--database-url")
+	conn, err := connectTo(ctx, cfg, pinURL(cfg.DatabaseURL, s))
 	if err != nil {
 		p.err = err
 		return p
@@ -149,14 +150,14 @@ func (r *Relay) probeServer(ctx context.Context, s server) serverProbe {
 	err = conn.QueryRow(ctx, `SELECT pg_is_in_recovery(), current_setting('server_version_num')::int,
 			current_setting('hot_standby_feedback')::bool,
 			EXISTS (SELECT 1 FROM pg_replication_slots s WHERE s.slot_name = $1
-				AND NOT coalesce((to_jsonb(s)->>'synced')::bool, false))`, r.cfg.Slot).
+				AND NOT coalesce((to_jsonb(s)->>'synced')::bool, false))`, cfg.Slot).
 		Scan(&p.inRecovery, &version, &p.feedback, &p.hasSlot)
 	if err != nil {
 		p.err = fmt.Errorf("probe %s: %w", s, err)
 		return p
 	}
 	p.major = version / 10000
-	if check := r.urlCheck; check != nil {
+	if check != nil {
 		var notPreferred *pgconn.NotPreferredError
 		switch err := check(ctx, conn.PgConn()); {
 		case err == nil:
@@ -233,7 +234,7 @@ func (r *Relay) decodingServer(ctx context.Context) error {
 	for {
 		probes := make([]serverProbe, len(r.servers))
 		for i, s := range r.servers {
-			probes[i] = r.probeServer(ctx, s)
+			probes[i] = probeServer(ctx, r.cfg, r.urlCheck, s)
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -291,6 +292,29 @@ func (r *Relay) decodeOn(probes []serverProbe, i int) error {
 	}
 	r.target, r.onStandby = target, p.inRecovery
 	return nil
+}
+
+// slotServer is, for the commands beside the relay, the URL of the server of a
+// --database-url naming several that a relay decodes on (chooseServer), so that the
+// slot is read where it is; with none yet, --database-url and why there is none.
+func slotServer(ctx context.Context, cfg Config) (string, string) {
+	servers := urlServers(cfg.DatabaseURL)
+	if len(servers) < 2 || followsPrimary(cfg.DatabaseURL) {
+		return cfg.DatabaseURL, ""
+	}
+	var check pgconn.ValidateConnectFunc
+	if c, err := pgconn.ParseConfig(cfg.DatabaseURL); err == nil {
+		check = c.ValidateConnect
+	}
+	probes := make([]serverProbe, len(servers))
+	for i, s := range servers {
+		probes[i] = probeServer(ctx, cfg, check, s)
+	}
+	i, why := chooseServer(probes, false, cfg.Slot)
+	if i < 0 {
+		return cfg.DatabaseURL, why
+	}
+	return pinURL(cfg.DatabaseURL, probes[i].server), ""
 }
 
 // setUpPair prepares a relay whose --database-url names several servers: the

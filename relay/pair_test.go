@@ -14,6 +14,7 @@ import (
 	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/relay"
 )
 
 // pairRounds is how many rounds of server restarts TestPairStandbyRestartIsNoPromotion
@@ -321,6 +322,16 @@ func TestPairRestartWhileStandbyDownMakesNoSecondSlot(t *testing.T) {
 		}
 		if _, why := r.ready(0); !strings.Contains(why, "does not answer") || !strings.Contains(why, fmt.Sprint(r.standby.Port())) {
 			t.Errorf("/readyz while the standby is down: %q, want it to name the standby that does not answer", why)
+		}
+		cfg := relay.DefaultConfig()
+		cfg.DatabaseURL = r.url
+		st, err := relay.ReadStatus(ctx, cfg, relay.StatusLimits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := relay.StatusExitCode(st.Problems); code != 4 || !strings.Contains(fmt.Sprint(st.Problems), "does not answer") {
+			t.Errorf("status while the standby is down: exit %d, problems %v; want 4 and the standby that does not answer",
+				code, st.Problems)
 		}
 	})
 	r.write("standby-back", 50)
