@@ -203,8 +203,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	bkDone := make(chan struct{})
 	go func() { _ = bk.Run(bkCtx); close(bkDone) }()
 	defer func() { stopBookkeeper(); <-bkDone }()
-	slotPool := pool // the slot's health is read where the slot is (where
-	// --database-url lands, when it names several servers)
+	// The slot's health is read where the slot is: on the standby, or where a
+	// --database-url that names several servers lands. Decided before the stream
+	// starts, which sets onStandby per session when the URL names several.
+	slotPool := pool
 	if r.onStandby || (len(r.servers) > 1 && !r.followPrimary) {
 		if slotPool, err = r.openPoolOn(ctx, r.cfg.DatabaseURL); err != nil {
 			return err
