@@ -6,7 +6,7 @@ GO ?= go
 IMAGE ?= walrelay:dev
 PKGS := ./...
 
-.PHONY: all setup setup-matrix build build-demo demo image test test-matrix test-race bench bench-record fuzz lint chaos soak
+.PHONY: all setup setup-matrix build build-demo demo image test test-matrix test-race test-standby bench bench-record fuzz lint chaos soak
 
 all: build
 
@@ -107,6 +107,15 @@ chaos: setup
 
 soak: setup
 	WALRELAY_SOAK=full $(GO) test -count=1 -timeout 60m -run TestHugeTransactions -v ./internal/chaos/
+
+# test-standby: the tests on a primary with a standby (PostgreSQL 16+: decoding on the
+# standby, promotions, failover, a URL naming both servers), the last with
+# WALRELAY_PAIR=full: five rounds of standby restart, primary restart and the leader
+# stopped. Their short versions run in `make test` (docs/postgresql.md).
+STANDBY_TESTS := ^(TestDecodingOnStandby|TestStandbyBefore16IsRefused|TestPromotedStandbyStopsTheRelay|TestStandbyHandOverSurvivesLosingThePrimary|TestFailover.*|TestPair.*)$$
+test-standby: setup
+	WALRELAY_PAIR=full $(GO) test -count=1 -timeout 20m -run '$(STANDBY_TESTS)' -v ./relay/
+	$(GO) test -count=1 -timeout 10m -run '^TestStatusAndDLQOnStandby$$' ./cmd/walrelay/
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }

@@ -71,6 +71,11 @@
 //   - Replay (Replay, POST /replay) reads rows and writes nothing: the slot and the
 //     rows' bookkeeping are left as they are; its records carry ReplayHeader.
 //
+//   - One server per session (pair.go): with a DatabaseURL that names several
+//     servers, the leadership lock, the slot and the replication connection are on
+//     the one the slot is on; while it does not answer the relay waits, and it
+//     creates the slot only where the URL prefers, once every server answered.
+//
 // The admin API (admin.go) shares the metrics listener and needs AdminToken on any
 // address but loopback; it and the profiler refuse web pages, cross-site or
 // rebinding a name to the relay, and bodies that are not JSON (adminguard.go).

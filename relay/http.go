@@ -56,13 +56,15 @@ func serve(ctx context.Context, ln net.Listener, mux *http.ServeMux, withPprof b
 
 // Ready reports whether the relay is connected and moving events, and why not.
 func (r *Relay) Ready() (bool, string) {
-	switch down := r.brokerDown.Load(); {
+	switch down, waiting := r.brokerDown.Load(), r.waiting.Load(); {
 	case r.pause.Paused():
 		return false, "paused: resume with walrelay resume or POST /resume"
 	case down != nil:
 		return false, *down
 	case r.stalled.Load():
 		return false, "stalled: slot lag grows while the confirmed LSN does not move"
+	case waiting != nil:
+		return false, *waiting
 	case r.standby.Load():
 		return false, "standby: another instance streams slot " + r.cfg.Slot
 	case !r.active.Load():

@@ -23,11 +23,12 @@ func leaderKey(slot string) int64 {
 	return int64(h.Sum64())
 }
 
-// connect opens a session whose silent loss ends on both sides within seconds (see
-// replication.TuneKeepalives): the server then releases what the session held, the
-// advisory lock above all, and this side's next use of it fails.
+// connect opens a session, on the server the slot is on (Relay.target), whose silent
+// loss ends on both sides within seconds (see replication.TuneKeepalives): the server
+// then releases what the session held, the advisory lock above all, and this side's
+// next use of it fails.
 func (r *Relay) connect(ctx context.Context) (*pgx.Conn, error) {
-	return r.connectTo(ctx, r.cfg.DatabaseURL, "--database-url")
+	return r.connectTo(ctx, r.target, "--database-url")
 }
 
 // connectBooks is connect to where walrelay's bookkeeping lives (Config.booksURL).

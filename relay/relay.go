@@ -59,8 +59,19 @@ type Relay struct {
 	stores map[string]*poller.Store
 	pool   *pgxpool.Pool // opened by Run, on Config.booksURL
 	// onStandby: the slot is on a hot standby, the bookkeeping on Config.PrimaryURL
-	// (checkStandby, before the pool opens).
+	// (checkStandby, before the pool opens; decodingServer, before each session, when
+	// --database-url names several servers).
 	onStandby bool
+	// target is where the session's lock, slot and replication connection go:
+	// Config.DatabaseURL, or the one of its servers decodingServer chose (pair.go).
+	target string
+	// servers are --database-url's servers when it names several (pair.go), with
+	// its target_session_attrs as followPrimary and the check it implies.
+	servers        []server
+	followPrimary  bool
+	urlCheck       pgconn.ValidateConnectFunc
+	waiting        atomic.Pointer[string] // why no session can start yet (decodingServer); nil: none
+	feedbackWarned bool
 }
 
 // table is one outbox table the relay streams.
@@ -112,6 +123,7 @@ func New(cfg Config) (*Relay, error) {
 		log:        logger,
 		window:     replication.NewWindow(int64(cfg.MaxInFlightEvents), cfg.MaxInFlightBytes),
 		acks:       newAckClock(time.Now()),
+		target:     cfg.DatabaseURL,
 		registerer: reg,
 		gatherer:   gatherer,
 	}
@@ -194,6 +206,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	bkDone := make(chan struct{})
 	go func() { _ = bk.Run(bkCtx); close(bkDone) }()
 	defer func() { stopBookkeeper(); <-bkDone }()
+	// The slot's health is read where the slot is: on the standby, or where a
+	// --database-url that names several servers lands. Decided before the stream
+	// starts, which sets onStandby per session when the URL names several.
+	slotPool := pool
+	if r.onStandby || (len(r.servers) > 1 && !r.followPrimary) {
+		if slotPool, err = r.openPoolOn(ctx, r.cfg.DatabaseURL); err != nil {
+			return err
+		}
+		defer slotPool.Close()
+	}
 	if r.cfg.Mode == ModePoll {
 		r.metrics.leader.Set(1)
 		r.log.Info("polling", "tables", r.tableNames(), "batch_size", r.cfg.PollBatchSize, "workers", r.cfg.PollWorkers,
@@ -203,13 +225,6 @@ func (r *Relay) Run(ctx context.Context) error {
 		if r.cfg.HeartbeatInterval > 0 {
 			g.Go(func() error { return r.heartbeat(gctx, pool) })
 		}
-	}
-	slotPool := pool // the slot's health is read where the slot is
-	if r.onStandby {
-		if slotPool, err = r.openPoolOn(ctx, r.cfg.DatabaseURL); err != nil {
-			return err
-		}
-		defer slotPool.Close()
 	}
 	g.Go(func() error { return r.stats(gctx, pool, slotPool) })
 	pollers := make([]*poller.Poller, len(r.tables))
@@ -323,6 +338,9 @@ func (r *Relay) countDeadLetter(d poller.DeadLettered) {
 func (r *Relay) stream(ctx context.Context, snk sink.Sink, bk *poller.Bookkeeper) error {
 	retry := backoff.New(r.cfg.ReconnectMin, r.cfg.ReconnectMax)
 	for {
+		if err := r.decodingServer(ctx); err != nil {
+			return err
+		}
 		lock, err := r.acquireLeadership(ctx)
 		if ctx.Err() != nil {
 			return nil

@@ -52,7 +52,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	if err != nil {
 		return err
 	}
-	rc, err := replication.ConnectWithPassword(ctx, r.cfg.DatabaseURL, r.cfg.DatabasePassword)
+	rc, err := replication.ConnectWithPassword(ctx, r.target, r.cfg.DatabasePassword)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,10 @@ func (c Config) booksURL() string {
 // during recovery, and a standby without --primary-url, where nothing can be
 // written. It retries while the database is unreachable.
 func (r *Relay) checkStandby(ctx context.Context) error {
+	if len(urlServers(r.cfg.DatabaseURL)) > 1 {
+		r.setUpPair() // each session decides (decodingServer)
+		return nil
+	}
 	retry := backoff.New(r.cfg.ReconnectMin, r.cfg.ReconnectMax)
 	for {
 		conn, err := r.connect(ctx)
@@ -132,6 +136,8 @@ func (r *Relay) standbySnapshots(ctx context.Context) (stop func()) {
 // belong to another cluster, and a hand-over kept there alone could be lost with it.
 // It runs before each confirmation, so nothing confirmed after the promotion rests
 // on such a record; the restarted relay keeps everything on the promoted server.
+// slots reaches the slot's own server (Relay.target): a standby that restarts is
+// down, not promoted, and the session just ends.
 func (r *Relay) checkStillStandby(ctx context.Context, slots *pgx.Conn) error {
 	if !r.onStandby {
 		return nil
@@ -141,11 +147,22 @@ func (r *Relay) checkStillStandby(ctx context.Context, slots *pgx.Conn) error {
 		return fmt.Errorf("check that the standby is still a standby: %w", err)
 	}
 	if !inRecovery {
-		return &replication.SetupError{Msg: "the standby (--database-url) was promoted: its slot goes on, but walrelay's " +
-			"bookkeeping must now be kept there, not on --primary-url; start walrelay again (it then keeps everything on " +
-			"--database-url) and remove --primary-url"}
+		return r.promotedError()
 	}
 	return nil
+}
+
+// promotedError says that the standby the slot is on was promoted, and what to do.
+func (r *Relay) promotedError() error {
+	if len(r.servers) > 1 {
+		return &replication.SetupError{Msg: "the standby of --database-url the slot is on was promoted: its slot goes on, " +
+			"but walrelay's bookkeeping must now be kept there; start walrelay again, without --primary-url if it is set " +
+			"(it then decodes where the slot is, and keeps its bookkeeping on the server of --database-url that takes " +
+			"writes)"}
+	}
+	return &replication.SetupError{Msg: "the standby (--database-url) was promoted: its slot goes on, but walrelay's " +
+		"bookkeeping must now be kept there, not on --primary-url; start walrelay again (it then keeps everything on " +
+		"--database-url) and remove --primary-url"}
 }
 
 // booksReceivedPoll is how often awaitBooksOnStandby asks the standby how far it

@@ -127,7 +127,9 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	if _, err := pgx.ParseConfig(cfg.DatabaseURL); err != nil {
 		return nil, errorf("parse database url (check --database-url)", redact.Error(err, cfg.DatabaseURL))
 	}
-	conn, err := connectTo(ctx, cfg, cfg.DatabaseURL)
+	// The slot is read where it is (a --database-url naming several servers: pair.go).
+	slotURL, waiting := slotServer(ctx, cfg)
+	conn, err := connectTo(ctx, cfg, slotURL)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +148,9 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		defer books.Close(context.Background())
 	}
 	st := &Status{Slot: cfg.Slot, Publication: cfg.Publication, OnPublish: cfg.OnPublishMode(), Problems: []Problem{}}
+	if waiting != "" {
+		st.problem(CheckNotStreamed, "no relay can stream slot %s now: %s", cfg.Slot, waiting)
+	}
 	if limits.RelayURL != "" {
 		st.Relay = probeRelay(ctx, limits.RelayURL, cfg.Slot, limits.RelayDatabase)
 		switch h := st.Relay; {
@@ -174,7 +179,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	notStreamed := ""
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if cfg.Mode != ModePoll {
+		if cfg.Mode != ModePoll && waiting == "" {
 			st.problem(CheckNotStreamed, "slot %s does not exist: no relay has streamed it yet (walrelay run creates it)", cfg.Slot)
 		}
 	case err != nil:

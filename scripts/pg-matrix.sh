@@ -29,7 +29,7 @@ CORE_RUNS=(
 	"./internal/pgcluster" '.'
 	"./cmd/walrelay" '^(TestGracefulStop|TestCrashLosesNothing|TestExactlyOnceSurvivesSIGKILL|TestStatusAndDLQOnStandby)$'
 	"./internal/chaos" '^(TestChaos|TestHugeTransactions)$'
-	"./relay" '^(TestExactlyOnce.*|TestLostSlotIsReplaced|TestHugeTransactionStreamsThrough|TestCleanServerRestartRepeats|TestEmitPublishesOnce|TestEmitKeepsOrderWithRows|TestDecodingOnStandby|TestStandbyBefore16IsRefused|TestPromotedStandbyStopsTheRelay|TestStandbyHandOverSurvivesLosingThePrimary|TestStandbyPassDeadLetterUnseenByThePrimaryIsWritten)$'
+	"./relay" '^(TestExactlyOnce.*|TestLostSlotIsReplaced|TestHugeTransactionStreamsThrough|TestCleanServerRestartRepeats|TestEmitPublishesOnce|TestEmitKeepsOrderWithRows|TestDecodingOnStandby|TestStandbyBefore16IsRefused|TestPromotedStandbyStopsTheRelay|TestStandbyHandOverSurvivesLosingThePrimary|TestStandbyPassDeadLetterUnseenByThePrimaryIsWritten|TestPair.*)$'
 )
 # The npm packages ship initdb, pg_ctl and postgres only. These tests drive pg_upgrade,
 # pg_dump with pg_restore, and pg_resetwal of the cluster's own version, so they run on
