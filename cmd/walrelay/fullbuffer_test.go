@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -25,6 +26,15 @@ import (
 // --shutdown-timeout and a second.
 func TestStreamStalledByReplayOnSilentBroker(t *testing.T) {
 	t.Parallel()
+	for _, delivery := range []string{"at-least-once", "exactly-once"} {
+		t.Run(delivery, func(t *testing.T) {
+			t.Parallel()
+			streamBesideReplayOnSilentBroker(t, delivery)
+		})
+	}
+}
+
+func streamBesideReplayOnSilentBroker(t *testing.T, delivery string) {
 	const (
 		senderTimeout   = 2 * time.Second
 		shutdownTimeout = 3 * time.Second
@@ -39,10 +49,10 @@ func TestStreamStalledByReplayOnSilentBroker(t *testing.T) {
 	// The client's buffer is sized from the window: 2 x 4 MiB + 16 MiB, less than the
 	// replay's 300 rows of 100 kB.
 	env := relayEnv(testenv.WithParams(dbURL, map[string]string{"wal_sender_timeout": senderTimeout.String()}), brokers,
-		"WALRELAY_METRICS_ADDR="+admin, "WALRELAY_MAX_INFLIGHT_BYTES=4MiB")
+		"WALRELAY_METRICS_ADDR="+admin, "WALRELAY_MAX_INFLIGHT_BYTES=4MiB", "WALRELAY_DELIVERY="+delivery)
 	relay := startProc(t, "relay", env, "run", "--slot", slot, "--shutdown-timeout", shutdownTimeout.String())
 	waitStreaming(t, conn, slot, relay)
-	consumer := testenv.NewConsumer(t, brokers, `outbox\..*`)
+	consumer := testenv.NewConsumer(t, brokers, `outbox\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 
 	pad := strings.Repeat("x", 100_000)
 	ctx := context.Background()

@@ -64,10 +64,14 @@ type Transactional struct {
 	// promiseFn is t.promise, bound once: a method value allocates.
 	promiseFn func(*kgo.Record, error)
 
-	inTxn  bool
-	mu     sync.Mutex
-	err    error                   // first produce error of the open transaction
-	poison map[sink.EventKey]error // records that failed on their own
+	inTxn bool
+	// unanswered: a commit ended because the broker did not answer in time, so
+	// Close does not wait on it again to abort; the next producer's fence aborts
+	// the transaction instead (OpenStream).
+	unanswered bool
+	mu         sync.Mutex
+	err        error                   // first produce error of the open transaction
+	poison     map[sink.EventKey]error // records that failed on their own
 }
 
 // newTransactional connects a transactional producer with the sink's options. id
@@ -93,10 +97,11 @@ func newTransactional(cfg Config, id string) (*Transactional, error) {
 	return t, nil
 }
 
-// Close aborts an open transaction and closes the client.
+// Close aborts an open transaction, unless the broker left a commit unanswered,
+// and closes the client.
 func (t *Transactional) Close() {
 	t.feed.close()
-	if t.inTxn {
+	if t.inTxn && !t.unanswered {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = t.client.AbortBufferedRecords(ctx)
 		_ = t.client.EndTransaction(ctx, kgo.TryAbort)
@@ -273,11 +278,13 @@ func (t *Transactional) Commit(ctx context.Context, pos sink.Position) error {
 	if !t.inTxn {
 		return nil
 	}
-	if err := t.feed.waitHeld(ctx); err != nil {
-		return fmt.Errorf("flush kafka transaction: %w", err)
+	err := t.feed.waitHeld(ctx)
+	if err == nil {
+		t.client.Produce(ctx, &kgo.Record{Topic: t.progress, Key: t.key, Value: []byte(pos.String())}, t.progressPromise)
+		err = t.client.Flush(ctx)
 	}
-	t.client.Produce(ctx, &kgo.Record{Topic: t.progress, Key: t.key, Value: []byte(pos.String())}, t.progressPromise)
-	if err := t.client.Flush(ctx); err != nil {
+	if err != nil {
+		t.unanswered = ctx.Err() != nil
 		return fmt.Errorf("flush kafka transaction: %w", err)
 	}
 	t.mu.Lock()
