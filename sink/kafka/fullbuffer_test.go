@@ -52,18 +52,6 @@ func bigEvents(prefix string, n int) []*outbox.Event {
 	return evs
 }
 
-// returnsWithin runs fn and fails the test when it has not returned within d.
-func returnsWithin(t *testing.T, d time.Duration, what string, fn func()) {
-	t.Helper()
-	returned := make(chan struct{})
-	go func() { fn(); close(returned) }()
-	select {
-	case <-returned:
-	case <-time.After(d):
-		t.Fatalf("%s did not return within %s while the broker was silent and the client's buffer full", what, d)
-	}
-}
-
 // inOrder checks that every event was consumed and that each aggregate's events
 // came in publish order.
 func inOrder(t *testing.T, c *testenv.Consumer, evs []*outbox.Event) {
@@ -98,7 +86,7 @@ func TestPublishBlockedOnAFullProducerBuffer(t *testing.T) {
 
 	evs := bigEvents("full", 200) // 2 MB, thirty times the buffer
 	res := &outcomes{errs: map[string]error{}}
-	returnsWithin(t, 10*time.Second, "Publish", func() {
+	testenv.ReturnsWithin(t, 10*time.Second, "Publish, with the broker silent and the client's buffer full,", func() {
 		for _, e := range evs {
 			snk.Publish(e, outcome{res, e.ID})
 		}
@@ -140,7 +128,7 @@ func TestStreamProducerBlockedOnAFullProducerBuffer(t *testing.T) {
 	release := silence(broker)
 
 	evs := bigEvents("txn", 200)
-	returnsWithin(t, 10*time.Second, "Produce", func() {
+	testenv.ReturnsWithin(t, 10*time.Second, "Produce, with the broker silent and the client's buffer full,", func() {
 		for _, e := range evs {
 			if err := tx.Produce(e); err != nil {
 				t.Errorf("produce %s: %v", e.ID, err)
