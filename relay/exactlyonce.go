@@ -249,7 +249,8 @@ func (p *exactlyOnce) committed(err error) error {
 func (p *exactlyOnce) stop() {
 	if p.committing != nil {
 		p.stopCommit()
-		_ = p.committed(<-p.committing)
+		<-p.committing
+		p.committing, p.stopCommit = nil, nil
 	}
 	for _, e := range append(p.held, p.batch...) {
 		p.fail(e, errSessionEnded)

@@ -38,10 +38,11 @@ type feed struct {
 	// callback while holding it.
 	mu struct {
 		sync.Mutex
-		records int       // produced and not yet through their promise
-		bytes   int64     // their sizes (userSize)
-		held    []*record // waiting for room, oldest first
-		feeding bool      // the feeding goroutine runs: Publish must queue behind it
+		records int           // produced and not yet through their promise
+		bytes   int64         // their sizes (userSize)
+		held    []*record     // waiting for room, oldest first
+		feeding bool          // the feeding goroutine runs: Publish must queue behind it
+		fed     chan struct{} // closed when that goroutine returned
 		closed  bool
 		pending drain.Count // held records and the one the feeder is producing
 	}
@@ -101,7 +102,8 @@ func (f *feed) produce(r *record) {
 	f.mu.pending.Add(1)
 	if !f.mu.feeding {
 		f.mu.feeding = true
-		go f.run()
+		f.mu.fed = make(chan struct{})
+		go f.run(f.mu.fed)
 	}
 	f.mu.Unlock()
 }
@@ -111,7 +113,15 @@ func (f *feed) release(size int64) {
 	f.mu.Lock()
 	f.mu.records--
 	f.mu.bytes -= size
+	waiting := f.mu.feeding
 	f.mu.Unlock()
+	if waiting {
+		f.signal()
+	}
+}
+
+// signal wakes the feeding goroutine without blocking.
+func (f *feed) signal() {
 	select {
 	case f.room <- struct{}{}:
 	default:
@@ -121,7 +131,8 @@ func (f *feed) release(size int64) {
 // run produces the held records in order as room is made, and ends when none is
 // left. While it runs, Publish holds every record behind it, so that the order of
 // one aggregate's records is kept.
-func (f *feed) run() {
+func (f *feed) run(fed chan struct{}) {
+	defer close(fed)
 	for {
 		f.mu.Lock()
 		if len(f.mu.held) == 0 || f.mu.closed {
@@ -155,17 +166,20 @@ func (f *feed) waitHeld(ctx context.Context) error {
 	return nil
 }
 
-// close fails the records still held; the client's own close fails the rest.
+// close fails the records still held, once the feeding goroutine returned, so
+// that nothing is produced after the client closed; the client's own close fails
+// the rest.
 func (f *feed) close() {
 	f.mu.Lock()
 	f.mu.closed = true
 	held := f.mu.held
 	f.mu.held = nil
 	f.mu.pending.Add(-len(held))
+	fed := f.mu.fed
 	f.mu.Unlock()
-	select {
-	case f.room <- struct{}{}:
-	default:
+	if fed != nil {
+		f.signal()
+		<-fed
 	}
 	for _, r := range held {
 		f.mu.Lock()

@@ -294,6 +294,7 @@ func (t *Transactional) Commit(ctx context.Context, pos sink.Position) error {
 		return fmt.Errorf("kafka transaction: a record failed: %w", produceErr)
 	}
 	if err := t.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.unanswered = ctx.Err() != nil
 		return fmt.Errorf("commit kafka transaction at %s: %w", pos, err)
 	}
 	t.inTxn = false
