@@ -11,6 +11,9 @@
 // event with a partition (outbox.Event.Partition, from the table's partition column)
 // goes to that partition. A partition that is not a number or not one of the
 // topic's is an error of that event (sink.EventError).
+//
+// Publish never waits for room in franz-go's buffer, whoever else publishes through
+// the sink: records beyond the sink's budget wait in it, in order (feed.go).
 package kafka
 
 import (
