@@ -63,6 +63,7 @@ type exactlyOnce struct {
 	// produced into the next transaction once it ended. stopCommit abandons it.
 	committing <-chan error
 	held       []eoPending
+	heldSince  time.Time // when the first held event was held
 	stopCommit context.CancelFunc
 
 	// left counts hand-overs and dead letters not yet committed; the next Kafka
@@ -114,6 +115,9 @@ func (p *exactlyOnce) produce(e eoPending, at position) error {
 		return err
 	}
 	if p.committing != nil {
+		if len(p.held) == 0 {
+			p.heldSince = time.Now()
+		}
 		p.held = append(p.held, e)
 		return nil
 	}
@@ -240,6 +244,9 @@ func (p *exactlyOnce) committed(err error) error {
 			}
 			return err
 		}
+	}
+	if len(held) > 0 && len(p.batch) == len(held) {
+		p.started = p.heldSince // they waited for the commit: the interval counts from then
 	}
 	return nil
 }
