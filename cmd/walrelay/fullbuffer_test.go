@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -83,9 +84,11 @@ func streamBesideReplayOnSilentBroker(t *testing.T, delivery string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var started struct{ ID string }
+	err = json.NewDecoder(resp.Body).Decode(&started)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST /replay: %s, want 202", resp.Status)
+	if resp.StatusCode != http.StatusAccepted || err != nil {
+		t.Fatalf("POST /replay: %s (%v), want 202 with the replay's id", resp.Status, err)
 	}
 
 	pid := walsender(t, conn, slot)
@@ -109,6 +112,21 @@ func streamBesideReplayOnSilentBroker(t *testing.T, delivery string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The replay was under way against the silent broker all the while.
+	resp, err = http.Get("http://" + admin + "/replay/" + started.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress struct {
+		Total, Sent int64
+		Done        bool
+	}
+	err = json.NewDecoder(resp.Body).Decode(&progress)
+	resp.Body.Close()
+	if err != nil || progress.Total != rows || progress.Sent != 0 || progress.Done {
+		t.Fatalf("replay progress %+v (%v), want %d rows to replay, none sent, not done", progress, err, rows)
+	}
+
 	began := time.Now()
 	relay.signal(syscall.SIGTERM)
 	code := relay.wait(shutdownTimeout + time.Second)
