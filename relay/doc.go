@@ -34,6 +34,11 @@
 //   - Bounded memory: at most MaxInFlightEvents events and MaxInFlightBytes bytes
 //     are unacknowledged; reading pauses meanwhile, status updates do not.
 //
+//   - Publishing never stops the stream: sink.Sink.Publish must not block, and the
+//     built-in sinks never wait on their client, also while a replay or the poller
+//     fills it and the broker is silent; with Delivery ExactlyOnce the Kafka commit
+//     runs beside the stream, whose events wait in the window meanwhile.
+//
 //   - Graceful stop: when ctx ends, the stream reads on to the end of the open
 //     transaction, in-flight acks are awaited, the safe LSN is confirmed, all within
 //     ShutdownTimeout, and Run returns nil.

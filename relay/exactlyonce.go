@@ -56,6 +56,16 @@ type exactlyOnce struct {
 	batch   []eoPending
 	started time.Time
 
+	// A Kafka commit runs on a goroutine of its own, so that the stream goes on
+	// reading and answering the server while the broker takes its time or is silent
+	// (docs/design.md invariant 4). committing is non-nil while one runs and receives
+	// its error; events decoded meanwhile are held, counted in the window, and
+	// produced into the next transaction once it ended. stopCommit abandons it.
+	committing <-chan error
+	held       []eoPending
+	heldSince  time.Time // when the first held event was held
+	stopCommit context.CancelFunc
+
 	// left counts hand-overs and dead letters not yet committed; the next Kafka
 	// commit waits for them.
 	left struct {
@@ -94,27 +104,52 @@ func (p *exactlyOnce) event(decoded *outbox.Event, at position, txn *replication
 }
 
 // produce adds e's event to the open Kafka transaction, committing it once it holds
-// maxBatch events.
+// maxBatch events; while a commit runs, e waits for it.
 func (p *exactlyOnce) produce(e eoPending, at position) error {
 	if p.pub.tracer != nil {
 		e.span = p.pub.tracer.start(e.ev, at.committed, byStream)
 	}
-	if err := p.tx.Produce(e.ev); err != nil {
-		if e.span != nil {
-			finish(e.span, err)
+	e.sent = p.pub.acks.sent()
+	if err := p.settleCommit(); err != nil {
+		p.fail(e, err)
+		return err
+	}
+	if p.committing != nil {
+		if len(p.held) == 0 {
+			p.heldSince = time.Now()
 		}
-		e.txn.Done(e.size, err)
+		p.held = append(p.held, e)
+		return nil
+	}
+	if err := p.add(e); err != nil {
+		return err
+	}
+	if len(p.batch) >= p.maxBatch {
+		p.commit()
+	}
+	return nil
+}
+
+// add produces e into the open Kafka transaction.
+func (p *exactlyOnce) add(e eoPending) error {
+	if err := p.tx.Produce(e.ev); err != nil {
+		p.fail(e, err)
 		return err
 	}
 	if len(p.batch) == 0 {
 		p.started = time.Now()
 	}
-	e.sent = p.pub.acks.sent()
 	p.batch = append(p.batch, e)
-	if len(p.batch) >= p.maxBatch {
-		return p.commit()
-	}
 	return nil
+}
+
+// fail ends e unsettled: the session ends with err.
+func (p *exactlyOnce) fail(e eoPending, err error) {
+	p.pub.acks.answered(e.sent, err)
+	if e.span != nil {
+		finish(e.span, err)
+	}
+	e.txn.Done(e.size, err)
 }
 
 func (p *exactlyOnce) unmappable(row outbox.Event, reason error, at position, txn *replication.Txn) {
@@ -127,24 +162,37 @@ func (p *exactlyOnce) unmappable(row outbox.Event, reason error, at position, tx
 	p.leaveOut(unmappable(row, reason, at), txn, 0)
 }
 
-// commit ends the open Kafka transaction at the position reached; its events then
-// get the --on-publish bookkeeping and settle like acked ones. After a failure they
-// stay unsettled and the session ends.
-func (p *exactlyOnce) commit() error {
-	if len(p.batch) == 0 {
-		return nil
+// commit starts ending the open Kafka transaction at the position reached, on a
+// goroutine of its own: its events then get the --on-publish bookkeeping and settle
+// like acked ones. After a failure they stay unsettled, and settleCommit ends the
+// session.
+func (p *exactlyOnce) commit() {
+	if len(p.batch) == 0 || p.committing != nil {
+		return
 	}
-	// Not the stream's context: a commit that was started must finish or fail.
+	// Not the stream's context: a commit that was started must finish or fail;
+	// stopCommit abandons it when the session ends before.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	batch, reached := p.batch, p.reached
+	p.batch = nil
+	res := make(chan error, 1)
+	p.committing, p.stopCommit = res, cancel
+	go func() {
+		defer cancel()
+		res <- p.commitBatch(ctx, batch, reached)
+	}()
+}
+
+// commitBatch commits batch at reached and settles its events.
+func (p *exactlyOnce) commitBatch(ctx context.Context, batch []eoPending, reached sink.Position) error {
 	err := p.waitLeftOut(ctx)
 	if err == nil {
-		err = p.tx.Commit(ctx, p.reached)
+		err = p.tx.Commit(ctx, reached)
 	}
 	for key, reason := range p.tx.Poisoned() {
 		p.handOver.Store(key, reason) // the next replication session hands it over and commits the rest
 	}
-	for _, b := range p.batch {
+	for _, b := range batch {
 		p.pub.acks.answered(b.sent, err)
 		if b.span != nil {
 			finish(b.span, err)
@@ -160,10 +208,65 @@ func (p *exactlyOnce) commit() error {
 		}
 		p.pub.acked(poller.Outcome{Event: b.ev, Xid: b.xid}, b.txn, b.size)
 	}
-	clear(p.batch)
-	p.batch = p.batch[:0]
 	return err
 }
+
+// settleCommit takes the outcome of a commit that ended, when one did; see committed.
+func (p *exactlyOnce) settleCommit() error {
+	if p.committing == nil {
+		return nil
+	}
+	select {
+	case err := <-p.committing:
+		return p.committed(err)
+	default:
+		return nil
+	}
+}
+
+// committed takes a commit's outcome and produces the events held meanwhile into a
+// new transaction; the caller decides when that commits. An error is the commit's:
+// the held events fail with it, and the session ends.
+func (p *exactlyOnce) committed(err error) error {
+	p.committing, p.stopCommit = nil, nil
+	held := p.held
+	p.held = nil
+	if err != nil {
+		for _, e := range held {
+			p.fail(e, err)
+		}
+		return err
+	}
+	for i, e := range held {
+		if err := p.add(e); err != nil {
+			for _, e := range held[i+1:] {
+				p.fail(e, err)
+			}
+			return err
+		}
+	}
+	if len(held) > 0 && len(p.batch) == len(held) {
+		p.started = p.heldSince // they waited for the commit: the interval counts from then
+	}
+	return nil
+}
+
+// stop abandons a running commit and waits for it, before the producer closes; the
+// events it held or had not committed yet end unsettled.
+func (p *exactlyOnce) stop() {
+	if p.committing != nil {
+		p.stopCommit()
+		<-p.committing
+		p.committing, p.stopCommit = nil, nil
+	}
+	for _, e := range append(p.held, p.batch...) {
+		p.fail(e, errSessionEnded)
+	}
+	p.held, p.batch = nil, nil
+}
+
+// errSessionEnded ends the events of a Kafka transaction that was never committed.
+var errSessionEnded = errors.New("the replication session ended before the kafka commit")
 
 // leaveOut gives an event that is not produced to the poller (a failed attempt) or
 // the dead letters, and counts it until that is committed.
@@ -183,15 +286,31 @@ func (p *exactlyOnce) waitLeftOut(ctx context.Context) error {
 }
 
 func (p *exactlyOnce) tick() error {
-	if len(p.batch) > 0 && time.Since(p.started) >= p.interval {
-		return p.commit()
+	if err := p.settleCommit(); err != nil {
+		return err
+	}
+	if len(p.batch) >= p.maxBatch || len(p.batch) > 0 && time.Since(p.started) >= p.interval {
+		p.commit()
 	}
 	return nil
 }
 
+// drain commits what is open and waits for the commits, then for the bookkeeping;
+// ctx bounds the waits.
 func (p *exactlyOnce) drain(ctx context.Context) error {
-	if err := p.commit(); err != nil {
-		return err
+	for {
+		p.commit()
+		if p.committing == nil {
+			break
+		}
+		select {
+		case err := <-p.committing:
+			if err := p.committed(err); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the kafka commit: %w", ctx.Err())
+		}
 	}
 	if err := p.pub.bk.Wait(ctx); err != nil {
 		return err
@@ -217,8 +336,9 @@ func (r *Relay) openExactlyOnce(ctx context.Context, rc *replication.Conn, slotC
 			return nil, nil, err
 		}
 	}
-	return &exactlyOnce{tx: tx, origin: positionOrigin(origin, r.decoding()), done: pos, pub: pub, handOver: &r.eoHandOver,
-		interval: r.cfg.StatusInterval, maxBatch: max(1, r.cfg.MaxInFlightEvents/2)}, tx.Close, nil
+	eo := &exactlyOnce{tx: tx, origin: positionOrigin(origin, r.decoding()), done: pos, pub: pub, handOver: &r.eoHandOver,
+		interval: r.cfg.StatusInterval, maxBatch: max(1, r.cfg.MaxInFlightEvents/2)}
+	return eo, func() { eo.stop(); tx.Close() }, nil
 }
 
 // checkPosition keeps a committed position only when it comes from this stream's WAL

@@ -27,3 +27,17 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
+
+// ReturnsWithin runs fn and fails the test when it has not returned within d: for
+// calls that must not block (sink.Sink.Publish), where only a call that never
+// returns shows the fault.
+func ReturnsWithin(t testing.TB, d time.Duration, what string, fn func()) {
+	t.Helper()
+	returned := make(chan struct{})
+	go func() { fn(); close(returned) }()
+	select {
+	case <-returned:
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %s", what, d)
+	}
+}

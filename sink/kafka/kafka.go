@@ -11,6 +11,9 @@
 // event with a partition (outbox.Event.Partition, from the table's partition column)
 // goes to that partition. A partition that is not a number or not one of the
 // topic's is an error of that event (sink.EventError).
+//
+// Publish never waits for room in franz-go's buffer, whoever else publishes through
+// the sink: records beyond the sink's budget wait in it, in order (feed.go).
 package kafka
 
 import (
@@ -42,8 +45,11 @@ type Config struct {
 	// Format is how an event becomes a record's key, value and timestamp; the zero
 	// Format is walrelay's own.
 	Format rec.Format
-	// MaxBufferedEvents and MaxBufferedBytes bound the client's buffer; keep them above
-	// the relay's in-flight window so Publish never blocks.
+	// MaxBufferedEvents and MaxBufferedBytes bound the records the sink has handed to
+	// franz-go and not had an answer for. Publish never waits for room: records
+	// beyond them wait in the sink, in order, until acknowledgements make room
+	// (feed.go). Keep them above the relay's in-flight window, so that the stream's
+	// own records go straight to franz-go.
 	MaxBufferedEvents int
 	MaxBufferedBytes  int
 	// MaxMessageBytes is the largest record batch the producer builds; keep it at or
@@ -69,7 +75,7 @@ type Config struct {
 }
 
 // withDefaults fills in zero fields. The buffers default above the relay's default
-// in-flight window (10,000 events, 64 MiB), so that Publish does not block.
+// in-flight window (10,000 events, 64 MiB), so that records rarely wait in the sink.
 func (c Config) withDefaults() Config {
 	if c.TopicTemplate == "" {
 		c.TopicTemplate = DefaultTopicTemplate
@@ -121,6 +127,7 @@ const DefaultProgressTopic = "walrelay.progress"
 // Sink publishes to Kafka.
 type Sink struct {
 	client    *kgo.Client
+	feed      *feed  // what Publish produces through: it never waits for room (feed.go)
 	cfg       Config // for the exactly-once producer, which shares the client options
 	topic     sink.Template
 	format    *rec.Format
@@ -148,6 +155,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s := &Sink{client: client, cfg: cfg, topic: tmpl, format: &cfg.Format, errs: errs}
 	s.promiseFn = s.promise
+	s.feed = newFeed(client, s.promiseFn, cfg.MaxBufferedEvents, int64(cfg.MaxBufferedBytes))
 	return s, nil
 }
 
@@ -181,12 +189,7 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.Dialer(dial),
 		comp,
 	}
-	if cfg.MaxBufferedEvents > 0 {
-		opts = append(opts, kgo.MaxBufferedRecords(cfg.MaxBufferedEvents))
-	}
-	if cfg.MaxBufferedBytes > 0 {
-		opts = append(opts, kgo.MaxBufferedBytes(cfg.MaxBufferedBytes))
-	}
+	opts = append(opts, bufferOpts(cfg.MaxBufferedEvents)...)
 	if cfg.MaxMessageBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)))
 	}
@@ -199,12 +202,10 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 	return append(opts, cfg.Opts...), nil
 }
 
-// Publish produces one record; see sink.Sink.
+// Publish produces one record; see sink.Sink. It never waits for room in the
+// client's buffer (feed.go), whoever else produces through the sink meanwhile.
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
-	// The background context: a record must not fail because the caller is stopping;
-	// the relay's window keeps the buffer from filling, so this does not block.
-	r := newRecord(s.topic, &s.topics, s.format, e, done)
-	s.client.Produce(context.Background(), &r.Record, s.promiseFn)
+	s.feed.produce(newRecord(s.topic, &s.topics, s.format, e, done))
 }
 
 // record is a kgo.Record with room for its headers and what the promise needs, so
@@ -216,6 +217,7 @@ type record struct {
 	created [rec.CreatedLen]byte
 	done    sink.Done
 	event   sink.EventKey // the exactly-once producer's: which event a failure poisons
+	size    int64         // what the feed counts of it (userSize)
 }
 
 // ownHeaders are the headers every record carries before the event's own.
@@ -253,6 +255,7 @@ func newRecord(topic sink.Template, topics *topicCache, f *rec.Format, e *outbox
 // promise is the one callback every record shares.
 func (s *Sink) promise(kr *kgo.Record, err error) {
 	r := (*record)(unsafe.Pointer(kr))
+	s.feed.release(r.size)
 	if err == nil {
 		r.done.Done(nil)
 	} else if pf := partitionFault(kr); pf != nil {
@@ -347,11 +350,19 @@ func eventFault(err error) bool {
 	return false
 }
 
-// Flush waits for every produced record's outcome.
-func (s *Sink) Flush(ctx context.Context) error { return s.client.Flush(ctx) }
+// Flush waits for every produced record's outcome, those waiting for room first.
+func (s *Sink) Flush(ctx context.Context) error {
+	if err := s.feed.waitHeld(ctx); err != nil {
+		return fmt.Errorf("flush kafka sink: %w", err)
+	}
+	return s.client.Flush(ctx)
+}
 
 // Ping checks that a broker answers.
 func (s *Sink) Ping(ctx context.Context) error { return s.client.Ping(ctx) }
 
-// Close closes the client.
-func (s *Sink) Close() { s.client.Close() }
+// Close closes the client; records still waiting for room fail.
+func (s *Sink) Close() {
+	s.feed.close()
+	s.client.Close()
+}

@@ -21,7 +21,7 @@ func BenchmarkRecordCycle(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &Sink{topic: tmpl}
+	s := &Sink{topic: tmpl, feed: newFeed(nil, nil, 1, 1)}
 	ev := &outbox.Event{ID: "0b5c9b0e-4c55-4a7e-9d1c-2f3f5b1c8e11", AggregateType: "order", AggregateID: "order-42",
 		EventType: "order.created", Payload: make([]byte, 200), CreatedAt: time.Now()}
 	acked := 0
@@ -84,7 +84,7 @@ func TestClassify(t *testing.T) {
 		{"client closed", kgo.ErrClientClosed, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Sink{topic: tmpl}
+			s := &Sink{topic: tmpl, feed: newFeed(nil, nil, 1, 1)}
 			var got []error
 			done := sink.DoneFunc(func(err error) { got = append(got, err) })
 			failing := newRecord(s.topic, &s.topics, &rec.Format{}, ev, done)
@@ -128,7 +128,7 @@ func TestTransactionalPoison(t *testing.T) {
 		{"fenced", kerr.ProducerFenced, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tx := &Transactional{}
+			tx := &Transactional{feed: newFeed(nil, nil, 1, 1)}
 			r := newRecord(tmpl, &topics, &rec.Format{}, ev, nil)
 			r.event = sink.KeyOf(ev)
 			tx.promise(&r.Record, tc.err)
@@ -153,7 +153,7 @@ func TestRecordTopicPerTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Sink{topic: tmpl}
+	s := &Sink{topic: tmpl, feed: newFeed(nil, nil, 1, 1)}
 	own := &outbox.Event{ID: "e1", AggregateType: "order", AggregateID: "o-1", EventType: "placed"}
 	tenant := &outbox.Event{ID: "e2", AggregateType: "order", AggregateID: "o-1", EventType: "placed",
 		TopicTemplate: "tenant_b.{aggregate_type}.{event_type}", Table: "tenant_b.outbox"}
@@ -196,7 +196,7 @@ func TestTransactionalPartitionPoison(t *testing.T) {
 				t.Fatalf("partitioner chose %d, want the preset 7", got)
 			}
 		}
-		tx := &Transactional{}
+		tx := &Transactional{feed: newFeed(nil, nil, 1, 1)}
 		r.event = sink.KeyOf(ev)
 		tx.promise(&r.Record, errors.New("invalid record partitioning choice"))
 		if poison := tx.Poisoned()[sink.KeyOf(ev)]; !sink.IsEventError(poison) || !strings.Contains(poison.Error(), tc.want) {

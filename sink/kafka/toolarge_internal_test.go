@@ -14,7 +14,7 @@ import (
 // MESSAGE_TOO_LARGE names both limits and how to raise them; only a record above
 // the producer's own limit is final.
 func TestTooLargeNamesBothLimits(t *testing.T) {
-	s := &Sink{cfg: Config{MaxMessageBytes: 10000}}
+	s := &Sink{cfg: Config{MaxMessageBytes: 10000}, feed: newFeed(nil, nil, 1, 1)}
 	cases := []struct {
 		name  string
 		size  int

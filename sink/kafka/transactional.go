@@ -55,6 +55,7 @@ func parseLSNEvents(s string) (sink.Position, error) {
 // open and fences it out.
 type Transactional struct {
 	client   *kgo.Client
+	feed     *feed // what Produce produces through: it never waits for room (feed.go)
 	cfg      Config
 	topic    sink.Template
 	topics   topicCache
@@ -63,10 +64,14 @@ type Transactional struct {
 	// promiseFn is t.promise, bound once: a method value allocates.
 	promiseFn func(*kgo.Record, error)
 
-	inTxn  bool
-	mu     sync.Mutex
-	err    error                   // first produce error of the open transaction
-	poison map[sink.EventKey]error // records that failed on their own
+	inTxn bool
+	// unanswered: a commit ended because the broker did not answer in time, so
+	// Close does not wait on it again to abort; the next producer's fence aborts
+	// the transaction instead (OpenStream).
+	unanswered bool
+	mu         sync.Mutex
+	err        error                   // first produce error of the open transaction
+	poison     map[sink.EventKey]error // records that failed on their own
 }
 
 // newTransactional connects a transactional producer with the sink's options. id
@@ -88,12 +93,15 @@ func newTransactional(cfg Config, id string) (*Transactional, error) {
 	}
 	t := &Transactional{client: client, cfg: cfg, topic: tmpl, progress: cfg.ProgressTopic, key: []byte(id)}
 	t.promiseFn = t.promise
+	t.feed = newFeed(client, t.promiseFn, cfg.MaxBufferedEvents, int64(cfg.MaxBufferedBytes))
 	return t, nil
 }
 
-// Close aborts an open transaction and closes the client.
+// Close aborts an open transaction, unless the broker left a commit unanswered,
+// and closes the client.
 func (t *Transactional) Close() {
-	if t.inTxn {
+	t.feed.close()
+	if t.inTxn && !t.unanswered {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = t.client.AbortBufferedRecords(ctx)
 		_ = t.client.EndTransaction(ctx, kgo.TryAbort)
@@ -200,7 +208,8 @@ func (t *Transactional) stableEnd(ctx context.Context, cl *kgo.Client) (int64, e
 	return 0, errors.New("progress topic end offset: no partition in the answer")
 }
 
-// Produce adds e to the open transaction, beginning one when needed.
+// Produce adds e to the open transaction, beginning one when needed. It never waits
+// for room in the client's buffer (feed.go).
 func (t *Transactional) Produce(e *outbox.Event) error {
 	if !t.inTxn {
 		if err := t.client.BeginTransaction(); err != nil {
@@ -210,16 +219,17 @@ func (t *Transactional) Produce(e *outbox.Event) error {
 	}
 	r := newRecord(t.topic, &t.topics, &t.cfg.Format, e, nil)
 	r.event = sink.KeyOf(e)
-	t.client.Produce(context.Background(), &r.Record, t.promiseFn)
+	t.feed.produce(r)
 	return nil
 }
 
 // promise is the callback of the events' records (newRecord's).
 func (t *Transactional) promise(kr *kgo.Record, err error) {
+	r := (*record)(unsafe.Pointer(kr))
+	t.feed.release(r.size)
 	if err == nil {
 		return
 	}
-	r := (*record)(unsafe.Pointer(kr))
 	// A partition that is down fails the transaction but poisons no record: the
 	// next replication session's transaction carries them again.
 	poisoned := eventFault(err)
@@ -268,8 +278,13 @@ func (t *Transactional) Commit(ctx context.Context, pos sink.Position) error {
 	if !t.inTxn {
 		return nil
 	}
-	t.client.Produce(context.Background(), &kgo.Record{Topic: t.progress, Key: t.key, Value: []byte(pos.String())}, t.progressPromise)
-	if err := t.client.Flush(ctx); err != nil {
+	err := t.feed.waitHeld(ctx)
+	if err == nil {
+		t.client.Produce(ctx, &kgo.Record{Topic: t.progress, Key: t.key, Value: []byte(pos.String())}, t.progressPromise)
+		err = t.client.Flush(ctx)
+	}
+	if err != nil {
+		t.unanswered = ctx.Err() != nil
 		return fmt.Errorf("flush kafka transaction: %w", err)
 	}
 	t.mu.Lock()
@@ -279,6 +294,7 @@ func (t *Transactional) Commit(ctx context.Context, pos sink.Position) error {
 		return fmt.Errorf("kafka transaction: a record failed: %w", produceErr)
 	}
 	if err := t.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.unanswered = ctx.Err() != nil
 		return fmt.Errorf("commit kafka transaction at %s: %w", pos, err)
 	}
 	t.inTxn = false

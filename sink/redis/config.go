@@ -40,9 +40,9 @@ type Config struct {
 	// Linger is the longest a batch waits to fill after its first event; 0 sends
 	// whatever is queued at once.
 	Linger time.Duration
-	// MaxBufferedEvents bounds the events awaiting their outcome; Publish blocks while
-	// it is reached. Keep it above the relay's MaxInFlightEvents (twice that covers a
-	// restarted session while the old one's events are still queued).
+	// Deprecated: MaxBufferedEvents is ignored. Publish used to block while this many
+	// events awaited their outcome, which stopped the relay's stream; it never waits
+	// now, and the events queued are bounded by the callers' windows.
 	MaxBufferedEvents int
 	// Format is how an event becomes the entry's fields (package record): the value
 	// converter's value as payload, envelope fields, tombstones and header values.
@@ -58,12 +58,11 @@ type Config struct {
 // unbounded streams, a 24h dedup window, batches of 256 lingering at most 1ms.
 func DefaultConfig() Config {
 	return Config{
-		URL:               "redis://127.0.0.1:6379/0",
-		StreamTemplate:    DefaultStreamTemplate,
-		DedupWindow:       24 * time.Hour,
-		BatchSize:         256,
-		Linger:            time.Millisecond,
-		MaxBufferedEvents: 32768,
+		URL:            "redis://127.0.0.1:6379/0",
+		StreamTemplate: DefaultStreamTemplate,
+		DedupWindow:    24 * time.Hour,
+		BatchSize:      256,
+		Linger:         time.Millisecond,
 	}
 }
 
@@ -90,9 +89,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Linger < 0 {
 		add("linger must not be negative, got %s", c.Linger)
-	}
-	if c.MaxBufferedEvents <= 0 {
-		add("max buffered events must be positive, got %d", c.MaxBufferedEvents)
 	}
 	if c.Format.KeyConverter != record.String || c.Format.KeySchemas {
 		add("key-converter and key-converter-schemas-enable: a Redis stream entry has no key (the aggregate id is the aggregate_id field); leave them at their defaults")

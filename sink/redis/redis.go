@@ -36,9 +36,8 @@ type Sink struct {
 
 	mu struct {
 		sync.Mutex
-		queue       []*item       // published, not yet taken by the sender
-		outstanding drain.Count   // published, done not called yet (queued or in flight)
-		space       chan struct{} // closed when outstanding drops (a full Publish waits on it)
+		queue       []*item     // published, not yet taken by the sender
+		outstanding drain.Count // published, done not called yet (queued or in flight)
 		closed      bool
 	}
 }
@@ -80,20 +79,14 @@ func New(cfg Config) (*Sink, error) {
 	return s, nil
 }
 
-// Publish queues e for the next batch; see sink.Sink. It blocks only while
-// MaxBufferedEvents events await their outcome.
+// Publish queues e for the next batch and returns; see sink.Sink. It never waits,
+// however many events await Redis: the relay calls it on the goroutine that reads
+// the WAL and answers the server (docs/design.md invariant 4), and its callers
+// bound what they have in flight (the relay's window, the poller's batch, a
+// replay's window), so they bound the queue.
 func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	it := &item{ev: e, done: done, stream: s.templates.Render(s.stream, e)}
 	s.mu.Lock()
-	for !s.mu.closed && s.mu.outstanding.N() >= s.cfg.MaxBufferedEvents {
-		if s.mu.space == nil {
-			s.mu.space = make(chan struct{})
-		}
-		space := s.mu.space
-		s.mu.Unlock()
-		<-space
-		s.mu.Lock()
-	}
 	if s.mu.closed {
 		s.mu.Unlock()
 		done.Done(ErrClosed)
@@ -130,10 +123,6 @@ func (s *Sink) Close() {
 	s.closeOne.Do(func() {
 		s.mu.Lock()
 		s.mu.closed = true
-		if s.mu.space != nil {
-			close(s.mu.space)
-			s.mu.space = nil
-		}
 		s.mu.Unlock()
 		s.stop()
 		_ = s.client.Close() // interrupts a call in flight
@@ -162,8 +151,4 @@ func (s *Sink) finished(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.outstanding.Add(-n)
-	if s.mu.space != nil {
-		close(s.mu.space)
-		s.mu.space = nil
-	}
 }

@@ -65,8 +65,9 @@ func DefaultConfig() Config {
 	}
 }
 
-// Window is what the relay may have in flight at once; clients buffer more than
-// that, so that Publish never blocks inside them.
+// Window is what the relay may have in flight at once. Publish never waits inside a
+// sink; Kafka's client is sized above the window, so that the stream's records go
+// straight to franz-go rather than waiting in the sink (sink/kafka, feed.go).
 type Window struct {
 	Events int
 	Bytes  int64
@@ -88,7 +89,7 @@ func (c Config) Validate() error {
 		r := c.rabbitmq()
 		err = r.Validate()
 	case Redis:
-		r := c.redis(Window{})
+		r := c.redis()
 		err = r.Validate()
 	case SQS:
 		q := c.sqs()
@@ -126,11 +127,10 @@ func (c Config) rabbitmq() rabbitmq.Config {
 	return r
 }
 
-func (c Config) redis(w Window) redis.Config {
+func (c Config) redis() redis.Config {
 	r := c.Redis
 	r.StreamTemplate = c.TopicTemplate
 	r.Format = c.Kafka.Format
-	r.MaxBufferedEvents = max(r.MaxBufferedEvents, 2*w.Events+w.PollBatch+1000)
 	return r
 }
 
@@ -161,7 +161,7 @@ func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, r
 		case RabbitMQ:
 			return rabbitmq.New(c.rabbitmq())
 		case Redis:
-			return redis.New(c.redis(w))
+			return redis.New(c.redis())
 		case SQS:
 			return sqs.New(c.sqs())
 		case PubSub:
