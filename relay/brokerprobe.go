@@ -17,7 +17,8 @@ type probeVerdict struct {
 // the broker watch, which owns the signals (brokerwatch.go). While events are in
 // flight their acks tell, so no probe is sent. A probe waits at most
 // Config.AckTimeout, so a broker that stops answering while the outbox is idle is an
-// incident within the ack timeout plus one interval (docs/design.md invariant 11).
+// incident within the ack timeout plus one interval, and the watch's tick
+// (docs/design.md invariant 11).
 // It runs on a goroutine of its own: a probe waiting for a silent broker holds up
 // neither the stream nor the watch's ticks. Its ticks fall on the multiples of the
 // interval, with the watch's and the leadership ping's, so an idle relay wakes up no

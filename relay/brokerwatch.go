@@ -16,8 +16,8 @@ import (
 // naming the brokers and walrelay_broker_up is 0; when the broker answers again and
 // nothing waits that long any more, it logs how long the outage lasted and how many
 // events were delivered since. While nothing is in flight the probe's verdicts
-// (brokerprobe.go) do the same for a broker that no longer answers at all; nil
-// verdicts: no probe.
+// (brokerprobe.go) do the same for a broker that no longer answers at all, judged at
+// the next tick; nil verdicts: no probe.
 func (r *Relay) watchBroker(ctx context.Context, verdicts <-chan probeVerdict) error {
 	tick := min(max(r.cfg.AckTimeout/10, 50*time.Millisecond), time.Second)
 	ticker := newAlignedTicker(tick)
@@ -34,73 +34,70 @@ func (r *Relay) watchBroker(ctx context.Context, verdicts <-chan probeVerdict) e
 	)
 	r.metrics.brokerUp.Set(1)
 	for {
-		var now time.Time
 		select {
 		case <-ctx.Done():
 			return nil
-		case now = <-ticker.C():
+		case probe = <-verdicts:
+		case now := <-ticker.C():
 			ticker.rearm()
 			r.acks.rotate(now)
-		case probe = <-verdicts:
-			now = time.Now()
-		}
-		age, events := r.acks.oldest(now)
-		if events > 0 {
-			busySince = now
-		}
-		acked := r.acks.acked.Load()
-		// A failed probe stands until a later one answers or an event is acknowledged.
-		unanswered := probe.err != nil && acked == probe.acked
-		switch {
-		case age > r.cfg.AckTimeout && !down:
-			down, byProbe, since, noticed, ackedThen, lastWarned = true, false, now.Add(-age), now, acked, now
-			r.brokerDown.Store(new(r.brokerReason(age, events)))
-			r.metrics.brokerUp.Set(0)
-			r.log.Warn("broker not acknowledging: the oldest event in flight has waited longer than the ack timeout; "+
-				"check that the brokers are up and reachable (events are kept and sent again, none is lost)",
-				r.brokerAttrs(age, events)...)
-		case age > r.cfg.AckTimeout:
-			r.brokerDown.Store(new(r.brokerReason(age, events)))
-			if now.Sub(lastWarned) >= time.Minute {
-				lastWarned = now
-				r.log.Warn("broker still not acknowledging", r.brokerAttrs(age, events)...)
+			age, events := r.acks.oldest(now)
+			if events > 0 {
+				busySince = now
 			}
-		case unanswered && !down:
-			down, byProbe, since, noticed, ackedThen, lastWarned = true, true, probe.started, now, acked, now
-			r.brokerDown.Store(new(r.probeReason(probe)))
-			r.metrics.brokerUp.Set(0)
-			r.log.Warn("broker not answering: its probe failed while no event was in flight; "+
-				"check that the brokers are up and reachable (events written meanwhile are kept and sent once it answers)",
-				r.probeAttrs(probe)...)
-		case unanswered:
-			byProbe = true
-			r.brokerDown.Store(new(r.probeReason(probe)))
-			if now.Sub(lastWarned) >= time.Minute {
-				lastWarned = now
-				r.log.Warn("broker still not answering", r.probeAttrs(probe)...)
+			// A failed probe stands until a later one answers or an event is acknowledged.
+			unanswered := probe.err != nil && r.acks.acked.Load() == probe.acked
+			switch {
+			case age > r.cfg.AckTimeout && !down:
+				down, byProbe, since, noticed, ackedThen, lastWarned = true, false, now.Add(-age), now, r.acks.acked.Load(), now
+				r.brokerDown.Store(new(r.brokerReason(age, events)))
+				r.metrics.brokerUp.Set(0)
+				r.log.Warn("broker not acknowledging: the oldest event in flight has waited longer than the ack timeout; "+
+					"check that the brokers are up and reachable (events are kept and sent again, none is lost)",
+					r.brokerAttrs(age, events)...)
+			case age > r.cfg.AckTimeout:
+				r.brokerDown.Store(new(r.brokerReason(age, events)))
+				if now.Sub(lastWarned) >= time.Minute {
+					lastWarned = now
+					r.log.Warn("broker still not acknowledging", r.brokerAttrs(age, events)...)
+				}
+			case unanswered && !down:
+				down, byProbe, since, noticed, ackedThen, lastWarned = true, true, probe.started, now, r.acks.acked.Load(), now
+				r.brokerDown.Store(new(r.probeReason(probe)))
+				r.metrics.brokerUp.Set(0)
+				r.log.Warn("broker not answering: its probe failed while no event was in flight; "+
+					"check that the brokers are up and reachable (events written meanwhile are kept and sent once it answers)",
+					r.probeAttrs(probe)...)
+			case unanswered:
+				byProbe = true
+				r.brokerDown.Store(new(r.probeReason(probe)))
+				if now.Sub(lastWarned) >= time.Minute {
+					lastWarned = now
+					r.log.Warn("broker still not answering", r.probeAttrs(probe)...)
+				}
+			case down && r.acks.acked.Load() > ackedThen:
+				down = false
+				r.brokerDown.Store(nil)
+				r.metrics.brokerUp.Set(1)
+				r.log.Info(fmt.Sprintf("broker back after %s, %d events delivered", now.Sub(since).Round(time.Second),
+					r.acks.acked.Load()-ackedThen), "brokers", r.cfg.BrokerAddrs, "outage_seconds", now.Sub(since).Seconds())
+			case down && byProbe && probe.err == nil && probe.started.After(noticed):
+				// Only the probe's own outage: an answer to a probe does not show that
+				// the broker takes events again.
+				down = false
+				r.brokerDown.Store(nil)
+				r.metrics.brokerUp.Set(1)
+				r.log.Info(fmt.Sprintf("broker answering again after %s", now.Sub(since).Round(time.Second)),
+					"brokers", r.cfg.BrokerAddrs, "outage_seconds", now.Sub(since).Seconds())
+			case down && !byProbe && now.Sub(busySince) >= r.cfg.AckTimeout:
+				// The events that waited were answered with errors and nothing was
+				// sent since: nothing waits for the broker, so it is no incident now.
+				down = false
+				r.brokerDown.Store(nil)
+				r.metrics.brokerUp.Set(1)
+				r.log.Info("nothing waits for the broker any more; no event was acknowledged since it stopped",
+					"brokers", r.cfg.BrokerAddrs, "since", since.UTC().Format(time.RFC3339))
 			}
-		case down && acked > ackedThen:
-			down = false
-			r.brokerDown.Store(nil)
-			r.metrics.brokerUp.Set(1)
-			r.log.Info(fmt.Sprintf("broker back after %s, %d events delivered", now.Sub(since).Round(time.Second),
-				acked-ackedThen), "brokers", r.cfg.BrokerAddrs, "outage_seconds", now.Sub(since).Seconds())
-		case down && byProbe && probe.err == nil && probe.started.After(noticed):
-			// Only the probe's own outage: an answer to a probe does not show that
-			// the broker takes events again.
-			down = false
-			r.brokerDown.Store(nil)
-			r.metrics.brokerUp.Set(1)
-			r.log.Info(fmt.Sprintf("broker answering again after %s", now.Sub(since).Round(time.Second)),
-				"brokers", r.cfg.BrokerAddrs, "outage_seconds", now.Sub(since).Seconds())
-		case down && !byProbe && now.Sub(busySince) >= r.cfg.AckTimeout:
-			// The events that waited were answered with errors and nothing was
-			// sent since: nothing waits for the broker, so it is no incident now.
-			down = false
-			r.brokerDown.Store(nil)
-			r.metrics.brokerUp.Set(1)
-			r.log.Info("nothing waits for the broker any more; no event was acknowledged since it stopped",
-				"brokers", r.cfg.BrokerAddrs, "since", since.UTC().Format(time.RFC3339))
 		}
 	}
 }

@@ -133,7 +133,7 @@ type Config struct {
 	// BrokerProbeInterval is how often the sink's Ping asks the broker whether it
 	// answers while no event is in flight, so that a broker lost while the outbox is
 	// idle turns the same signals as AckTimeout does, within AckTimeout plus one
-	// interval; each probe waits at most AckTimeout. Standbys probe too. 0 disables
+	// interval (and the broker watch's tick); each probe waits at most AckTimeout. Standbys probe too. 0 disables
 	// it, as does an AckTimeout of 0 (docs/operations.md, "Health").
 	BrokerProbeInterval time.Duration
 	// BrokerAddrs are where the sink reaches its broker, for the logs and /readyz
