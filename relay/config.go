@@ -138,6 +138,12 @@ type Config struct {
 	// its answer: past it the relay logs at WARN, /readyz answers 503 and
 	// walrelay_broker_up is 0, until the broker acknowledges again (0: not watched).
 	AckTimeout time.Duration
+	// BrokerProbeInterval is how often the sink's Ping asks the broker whether it
+	// answers while no event is in flight, so that a broker lost while the outbox is
+	// idle turns the same signals as AckTimeout does, within AckTimeout plus one
+	// interval (and the broker watch's tick); each probe waits at most AckTimeout. Standbys probe too. 0 disables
+	// it, as does an AckTimeout of 0 (docs/operations.md, "Health").
+	BrokerProbeInterval time.Duration
 	// BrokerAddrs are where the sink reaches its broker, for the logs and /readyz
 	// while it does not acknowledge (sinks.Config.Addresses); New redacts them
 	// (internal/redact), so a URL carrying a password or token may be given.
@@ -271,6 +277,8 @@ func DefaultConfig() Config {
 		StatsInterval:     10 * time.Second,
 		StallTimeout:      5 * time.Minute,
 		MessagePrefix:     outbox.DefaultMessagePrefix,
+		// The broker watch's idle probe (docs/operations.md, "Health").
+		BrokerProbeInterval: 5 * time.Second,
 	}
 }
 
@@ -369,6 +377,9 @@ func (c *Config) validateTimings() error {
 	}
 	if c.AckTimeout < 0 || c.AckTimeout > 0 && c.AckTimeout < 100*time.Millisecond {
 		p.add("ack timeout must be 0 (not watched) or at least 100ms, got %s", c.AckTimeout)
+	}
+	if c.BrokerProbeInterval < 0 || c.BrokerProbeInterval > 0 && c.BrokerProbeInterval < 100*time.Millisecond {
+		p.add("broker probe interval must be 0 (no probe) or at least 100ms, got %s", c.BrokerProbeInterval)
 	}
 	if c.KeepaliveInterval < c.StatusInterval {
 		p.add("keepalive interval (%s) must not be shorter than status interval (%s)", c.KeepaliveInterval, c.StatusInterval)

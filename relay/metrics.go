@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 			Name: "walrelay_paused", Help: "1 while the relay is paused: it reads and publishes nothing, and keeps the slot."}),
 		brokerUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_broker_up",
-			Help: "1 while the broker acknowledges events within the ack timeout; 0 while the oldest event in flight waits longer, or before the broker first answered."}),
+			Help: "1 while the broker acknowledges events within the ack timeout; 0 while the oldest event in flight waits longer, while the broker does not answer its probe with nothing in flight, or before the broker first answered."}),
 		horizonRecorded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "walrelay_published_horizon_timestamp_seconds",
 			Help: "Unix time this relay last moved the published horizon (--on-publish progress) forward."}),

@@ -172,7 +172,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		return g.Wait() // ctx ended while waiting
 	}
 	if r.cfg.AckTimeout > 0 {
-		g.Go(func() error { return r.watchBroker(gctx) })
+		var verdicts chan probeVerdict // nil: no probe
+		if r.cfg.BrokerProbeInterval > 0 {
+			verdicts = make(chan probeVerdict)
+			g.Go(func() error { return r.probeBroker(gctx, verdicts) })
+		}
+		g.Go(func() error { return r.watchBroker(gctx, verdicts) })
 	}
 
 	// The table is checked before anything else starts, so a missing table is one

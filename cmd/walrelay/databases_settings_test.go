@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -61,6 +62,34 @@ databases:
 		b.sinks.Kafka.Brokers[0] != "other:9092" || b.relay.Retry.MaxAttempts != 7 || b.relay.DatabaseURL != "postgres://u@h1:5432/billing" {
 		t.Errorf("billing: slot %s, table %s, tables %d, brokers %v: want its own values over the top level's",
 			b.relay.Slot, b.relay.Table, len(b.relay.Tables), b.sinks.Kafka.Brokers)
+	}
+}
+
+// The broker probe's interval is a database's: each entry's relay probes its own
+// broker at the top level's interval or at its own (0: none).
+func TestDatabasesBrokerProbeInterval(t *testing.T) {
+	dbs, err := loadDatabases(t, `
+kafka-brokers: k:9092
+broker-probe-interval: 2s
+databases:
+  - name: orders
+    database-url: postgres://u@h1:5432/orders
+  - name: billing
+    database-url: postgres://u@h1:5432/billing
+    slot: billing_slot
+    broker-probe-interval: 0s
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dbs[0].relay.BrokerProbeInterval; got != 2*time.Second {
+		t.Errorf("orders: broker probe interval %s, want the top level's 2s", got)
+	}
+	if got := dbs[1].relay.BrokerProbeInterval; got != 0 {
+		t.Errorf("billing: broker probe interval %s, want its own 0s", got)
+	}
+	if got := newSettings().relay.BrokerProbeInterval; got != 5*time.Second {
+		t.Errorf("default broker probe interval %s, want 5s", got)
 	}
 }
 

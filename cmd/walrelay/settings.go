@@ -143,6 +143,8 @@ func newSettings() *settings {
 		dur("retry-backoff-max", "longest wait between retries", &c.Retry.BackoffMax),
 		dur("ack-timeout", "how long the oldest event in flight may wait for the broker's ack before the relay warns, /readyz answers 503 "+
 			"and walrelay_broker_up is 0 (0: not watched)", &c.AckTimeout),
+		dur("broker-probe-interval", "how often the relay asks the broker whether it answers while no event is in flight, so that a broker lost "+
+			"while the outbox is idle is seen within ack-timeout plus this interval; standbys probe too (0: no probe)", &c.BrokerProbeInterval),
 		dur("event-timeout", "deprecated, use --ack-timeout to learn of a broker that stops acknowledging: Kafka's per-record delivery timeout, "+
 			"checked only when the producer retries a record, after which the session restarts (0: never); also bounds the poller's wait for acks", &b.Kafka.EventTimeout),
 		size("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),

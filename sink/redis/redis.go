@@ -109,12 +109,22 @@ func (s *Sink) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Ping sends PING.
+// Ping sends PING and waits for the answer until ctx ends, not longer: go-redis
+// bounds a read by its own timeout and retries it, whatever ctx says, so a server
+// that accepts and never answers would hold the caller for several read timeouts.
+// The PING left waiting ends with those.
 func (s *Sink) Ping(ctx context.Context) error {
-	if err := s.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis ping: %w", err)
+	res := make(chan error, 1)
+	go func() { res <- s.client.Ping(ctx).Err() }()
+	select {
+	case err := <-res:
+		if err != nil {
+			return fmt.Errorf("redis ping: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("redis ping: no answer: %w", ctx.Err())
 	}
-	return nil
 }
 
 // Close stops the sender and releases the client. Events not yet confirmed by Redis

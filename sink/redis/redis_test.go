@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -352,5 +354,45 @@ func TestPublishBlockedWhileRedisIsUnreachable(t *testing.T) {
 		if en.Fields["id"] != evs[i].ID {
 			t.Fatalf("entry %d is %s, want %s (publish order)", i, en.Fields["id"], evs[i].ID)
 		}
+	}
+}
+
+// A Redis that accepts connections and never answers (a hung server, a network that
+// swallows replies) does not hold Ping past its context: the relay's broker probe
+// bounds each probe by the ack timeout that way.
+func TestPingOfSilentServerEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			go func() { _, _ = io.Copy(io.Discard, c) }() // reads every request, answers none
+		}
+	}()
+	cfg := redis.DefaultConfig()
+	cfg.URL = "redis://" + ln.Addr().String() + "/0"
+	snk := newSink(t, cfg)
+	const limit = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	started := time.Now()
+	err = snk.Ping(ctx)
+	took := time.Since(started)
+	if err == nil {
+		t.Fatal("Ping of a server that never answers succeeded")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Ping: %v, want its context's deadline", err)
+	}
+	if took > limit+500*time.Millisecond {
+		t.Errorf("Ping returned after %s, its context ended after %s", took.Round(time.Millisecond), limit)
 	}
 }

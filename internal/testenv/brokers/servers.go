@@ -31,25 +31,71 @@ func NATS(t testing.TB) string {
 	if addr := os.Getenv(NATSAddrEnv); addr != "" {
 		return "nats://" + addr
 	}
+	return NATSServer(t).URL
+}
+
+// Server is a broker server of the test's own that the test may stop and start
+// again on the same port with the same data, as a broker's restart does.
+type Server struct {
+	URL  string
+	spec spec
+
+	mu sync.Mutex
+	p  *process // nil while stopped
+}
+
+// NATSServer is NATS's server, for tests that stop it; it ignores NATSAddrEnv,
+// since a shared server cannot be stopped.
+func NATSServer(t testing.TB) *Server {
+	t.Helper()
 	bin, err := lookBinary("nats-server", "nats-server", "/usr/sbin/nats-server", "/usr/bin/nats-server")
 	if err != nil {
 		unavailable(t, "NATS", err)
 	}
 	dir := t.TempDir()
-	var url string
+	srv := &Server{}
 	p, _, err := startWithPorts(1, func(_ int, ports []int) (spec, error) {
-		url = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
-		return spec{
+		url := fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
+		srv.URL = url
+		srv.spec = spec{
 			name: "nats-server", bin: bin, dir: dir,
 			args:  []string{"-js", "-sd", filepath.Join(dir, "jetstream"), "-a", "127.0.0.1", "-p", strconv.Itoa(ports[0])},
 			probe: func(ctx context.Context) error { return probeNATS(ctx, url) },
-		}, nil
+		}
+		return srv.spec, nil
 	})
 	if err != nil {
 		t.Fatalf("start NATS: %v", err)
 	}
-	t.Cleanup(p.stop)
-	return url
+	srv.p = p
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
+// Stop stops the server (SIGTERM) and waits until it exited.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil {
+		s.p.stop()
+		s.p = nil
+	}
+}
+
+// Start starts the stopped server again, on its port and data, and waits until it
+// answers.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil {
+		return nil
+	}
+	p, err := start(s.spec)
+	if err != nil {
+		return err
+	}
+	s.p = p
+	return nil
 }
 
 // probeNATS succeeds once the server answers a JetStream request, which the sink
