@@ -185,7 +185,10 @@ func chooseServer(probes []serverProbe, followPrimary bool, slot string) (int, s
 		return pick
 	}
 	if followPrimary {
-		if i := best(func(p serverProbe) bool { return p.rank == rankWanted }); i >= 0 {
+		// A server still in recovery may pass the check when it was promoted between
+		// the probe's two questions: it is taken at the next probe, as a primary, so
+		// that a session never starts out as a standby that is already promoted.
+		if i := best(func(p serverProbe) bool { return p.rank == rankWanted && !p.inRecovery }); i >= 0 {
 			return i, ""
 		}
 		return -1, "no server of --database-url takes writes now (its target_session_attrs asks for the primary): " +

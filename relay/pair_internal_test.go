@@ -106,6 +106,8 @@ func TestChooseServer(t *testing.T) {
 			with(standby, func(p *serverProbe) { p.inRecovery = false })}, true, 1, ""},
 		{"follows the primary, none takes writes", []serverProbe{with(primary, isDown),
 			with(standby, func(p *serverProbe) { p.rank = rankRefused })}, true, -1, "takes writes"},
+		{"follows the primary, the standby promoted between the probe's two questions",
+			[]serverProbe{with(primary, isDown), standby}, true, -1, "takes writes"},
 	} {
 		got, why := chooseServer(tc.probes, tc.follow, "walrelay")
 		if got != tc.want || (tc.waitFor != "" && !strings.Contains(why, tc.waitFor)) || (got >= 0) != (why == "") {
