@@ -71,8 +71,9 @@ test-race: setup
 # bench: decoder cost per message, WAL and throughput per --on-publish mode and for the
 # table-less outbox against the table, the relay's work per single-event transaction and
 # per status interval, the SQS and Pub/Sub sinks' drains against their test
-# servers' ceilings, then the harness: the goals side by side, the cost by load (idle,
-# each rate, the backlog), drain, latency, modes and pgoutput options (BENCHMARKS.md).
+# servers' ceilings, then the harness (bench/, a module of its own): the goals side by
+# side, the cost by load (idle, each rate, the backlog), drain, latency, modes and
+# pgoutput options (BENCHMARKS.md). It runs in bench/: its relative paths are bench/'s.
 bench: setup
 	$(GO) test -run XXX -bench . -benchmem ./decoder/...
 	$(GO) test -run XXX -bench . -benchmem ./record/
@@ -84,13 +85,13 @@ bench: setup
 	$(GO) test -run XXX -bench StatusIntervalWork -benchtime 2000x ./relay/
 	$(GO) test -run XXX -bench Drain -benchtime 20000x ./sink/sqs/
 	$(GO) test -run XXX -bench Drain -benchtime 50000x ./sink/pubsub/
-	$(GO) run ./internal/bench -out bench-results.json -md bench-results.md
+	$(GO) -C bench run . -out ../bench-results.json -md ../bench-results.md
 
 # bench-record: the harness at default sizes, its results kept under the date and commit
-# measured (BENCHMARKS.md's "Current results" are pasted from the .md).
+# measured, in bench/results/ (BENCHMARKS.md's "Current results" are pasted from the .md).
 BENCH_NAME ?= $(shell date -u +%F)-$(shell git rev-parse --short HEAD)
 bench-record: setup
-	$(GO) run ./internal/bench -out internal/bench/results/$(BENCH_NAME).json -md internal/bench/results/$(BENCH_NAME).md
+	$(GO) -C bench run . -out results/$(BENCH_NAME).json -md results/$(BENCH_NAME).md
 
 fuzz: setup
 	$(GO) test -run XXX -fuzz '^FuzzDecode$$' -fuzztime 60s ./decoder
@@ -117,6 +118,8 @@ test-standby: setup
 	WALRELAY_PAIR=full $(GO) test -count=1 -timeout 20m -run '$(STANDBY_TESTS)' -v ./relay/
 	$(GO) test -count=1 -timeout 10m -run '^TestStatusAndDLQOnStandby$$' ./cmd/walrelay/
 
+# lint: gofmt over both modules (the product's and bench/'s), go vet over each.
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PKGS)
+	$(GO) -C bench vet ./...

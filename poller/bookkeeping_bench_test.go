@@ -30,7 +30,7 @@ func (ackingSink) Close()                                  {}
 // migrate creates it (fillfactor 100) and with fillfactor 50, and reports the WAL
 // per row the polls wrote: the row locks and the marks or deletes, with the
 // inserts' WAL per row beside it. One worker, no broker: the rate is the
-// harness's (internal/bench, -modes poll:mark). Run it alone: the WAL position is the whole
+// harness's (bench/, -modes poll:mark). Run it alone: the WAL position is the whole
 // cluster's (docs/performance.md, "Poll mode").
 func BenchmarkPollBookkeeping(b *testing.B) {
 	for _, mode := range []poller.OnPublish{poller.Mark, poller.Delete} {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/walrelay/walrelay/internal/cputime"
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -43,13 +43,13 @@ func BenchmarkStatusIntervalWork(b *testing.B) {
 			if err := tc.call(); err != nil { // statements prepared, connections open
 				b.Fatal(err)
 			}
-			before := cputime.Used(b)
+			before := relay.CPUUsed(b)
 			for b.Loop() {
 				if err := tc.call(); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((cputime.Used(b)-before).Microseconds())/float64(b.N), "relay-CPU-µs/op")
+			b.ReportMetric(float64((relay.CPUUsed(b)-before).Microseconds())/float64(b.N), "relay-CPU-µs/op")
 		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/decoder"
-	"github.com/walrelay/walrelay/internal/cputime"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
@@ -51,7 +50,7 @@ func BenchmarkTransaction(b *testing.B) {
 	var begin, end []byte
 	b.ReportAllocs()
 	n := 0
-	before := cputime.Used(b)
+	before := CPUUsed(b)
 	for b.Loop() {
 		lsn += 512
 		begin = pgoutputBegin(begin[:0], lsn, commit, uint32(n))
@@ -72,7 +71,7 @@ func BenchmarkTransaction(b *testing.B) {
 		}
 	}
 	// The process's CPU, the garbage collector's included, per transaction.
-	b.ReportMetric(float64(cputime.Used(b)-before)/float64(b.N), "CPU-ns/op")
+	b.ReportMetric(float64(CPUUsed(b)-before)/float64(b.N), "CPU-ns/op")
 }
 
 // pgoutput protocol version 1 messages, as PostgreSQL writes them, for the outbox

@@ -45,6 +45,34 @@ func TestServiceBinaryCarriesNoDemo(t *testing.T) {
 	}
 }
 
+// TestServiceBinaryLinksNoHarness fails when the walrelay service binary links a
+// package of the benchmark harness (bench/, a module of its own), of the tests' kit
+// (internal/testenv and its servers), or the standard library's testing packages,
+// which anything written for tests and benchmarks imports: none of them has work to do
+// in the service, and each adds to the binary's size and pages.
+func TestServiceBinaryLinksNoHarness(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(goTool(t), "list", "-deps", "github.com/walrelay/walrelay/cmd/walrelay").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 || !slices.Contains(deps, "github.com/walrelay/walrelay/relay") {
+		t.Fatalf("go list -deps gave an implausible list (no relay package):\n%s", out)
+	}
+	for _, dep := range deps {
+		for _, harness := range []string{
+			"github.com/walrelay/walrelay/bench",
+			"github.com/walrelay/walrelay/internal/testenv",
+			"testing",
+		} {
+			if dep == harness || strings.HasPrefix(dep, harness+"/") {
+				t.Errorf("the walrelay binary links %s; keep harness and test code out of the packages it imports (go list -deps -f '{{.ImportPath}} {{.Imports}}' ./cmd/walrelay shows which one does)", dep)
+			}
+		}
+	}
+}
+
 // goTool finds the go command the way the binary's build does: PATH, then GOROOT.
 func goTool(t *testing.T) string {
 	t.Helper()

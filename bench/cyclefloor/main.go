@@ -30,7 +30,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/walrelay/walrelay/internal/bench/schedstat"
+	"github.com/walrelay/walrelay/bench/schedstat"
 	"golang.org/x/sys/unix"
 )
 

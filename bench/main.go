@@ -26,8 +26,12 @@
 // The drain and latency runs use the relay binary's default --on-publish unless
 // -on-publish says otherwise, and the tables start with the goals side by side.
 //
-// Usage: go run ./internal/bench [-quick] [-out bench-results.json] [-md FILE]. Progress
-// goes to stderr, the markdown tables to stdout.
+// The harness is a module of its own (bench/, beside the product's module, which it
+// reaches through a replace), so that nothing of it is built into the product.
+//
+// Usage: go -C bench run . [-quick] [-out bench-results.json] [-md FILE], from the
+// repository's root (relative paths are then bench/'s), or go run . in bench/.
+// Progress goes to stderr, the markdown tables to stdout.
 package main
 
 import (
@@ -103,7 +107,7 @@ func parseFlags() (options, error) {
 		"scenario 4's runs: --on-publish values for --mode stream, poll:VALUE for --mode poll; the relay's default is added if missing, and values the binary refuses are skipped")
 	var relayArgs string
 	flag.StringVar(&relayArgs, "relay-args", "", "more `walrelay run` flags for every relay, space-separated (e.g. \"--kafka-compression lz4\")")
-	flag.StringVar(&o.peerCmd, "peer-cmd", "", "a peer relay to drain the same backlog in each round (sh -c; PEER_* variables, see internal/bench/peer.go)")
+	flag.StringVar(&o.peerCmd, "peer-cmd", "", "a peer relay to drain the same backlog in each round (sh -c; PEER_* variables, see bench/peer.go)")
 	flag.StringVar(&o.relayTrace, "relay-trace", "", "write a Go runtime trace of the relay's first 5s of each latency step to this directory (turns on --pprof)")
 	flag.StringVar(&o.relayProfile, "relay-profile", "", "write CPU profiles of the relay to this directory: the first 3s of each backlog drain, the idle step, the first 10s of each rate without -relay-trace (turns on --pprof)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (binaries, relay logs)")

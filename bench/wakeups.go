@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/walrelay/walrelay/internal/bench/schedstat"
+	"github.com/walrelay/walrelay/bench/schedstat"
 )
 
 // wakeups counts what a process does per wake-up cycle, from /proc: its read and

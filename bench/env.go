@@ -78,7 +78,7 @@ func setup(ctx context.Context, opts options) (*env, error) {
 	} else {
 		e.walrelay = filepath.Join(e.work, "walrelay")
 		progress("building walrelay (go build ./cmd/walrelay)")
-		if err := goBuild(ctx, e.walrelay, "github.com/walrelay/walrelay/cmd/walrelay"); err != nil {
+		if err := goBuild(ctx, productDir(), e.walrelay, "github.com/walrelay/walrelay/cmd/walrelay"); err != nil {
 			return e, err
 		}
 	}
@@ -86,16 +86,16 @@ func setup(ctx context.Context, opts options) (*env, error) {
 		return e, err
 	}
 	kfakeBin := filepath.Join(e.work, "kfakeserver")
-	if err := goBuild(ctx, kfakeBin, "github.com/walrelay/walrelay/internal/bench/kfakeserver"); err != nil {
+	if err := goBuild(ctx, harnessDir(), kfakeBin, "github.com/walrelay/walrelay/bench/kfakeserver"); err != nil {
 		return e, err
 	}
 
 	e.floor = filepath.Join(e.work, "wakefloor")
-	if err := goBuild(ctx, e.floor, "github.com/walrelay/walrelay/internal/bench/wakefloor"); err != nil {
+	if err := goBuild(ctx, harnessDir(), e.floor, "github.com/walrelay/walrelay/bench/wakefloor"); err != nil {
 		return e, err
 	}
 	e.cycleFloor = filepath.Join(e.work, "cyclefloor")
-	if err := goBuild(ctx, e.cycleFloor, "github.com/walrelay/walrelay/internal/bench/cyclefloor"); err != nil {
+	if err := goBuild(ctx, harnessDir(), e.cycleFloor, "github.com/walrelay/walrelay/bench/cyclefloor"); err != nil {
 		return e, err
 	}
 
@@ -145,13 +145,16 @@ func (e *env) close() {
 	}
 }
 
-func goBuild(ctx context.Context, out, pkg string) error {
+// goBuild builds pkg into out from dir: the relay from the product's module, so that
+// it is built with the product's own go.mod as `make build` builds it, and the
+// harness's tools from the harness's module.
+func goBuild(ctx context.Context, dir, out, pkg string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
 	cmd := exec.CommandContext(ctx, goBin, "build", "-o", out, pkg)
-	cmd.Dir = moduleDir()
+	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
@@ -215,15 +218,28 @@ func (e *env) watchBroker(ctx context.Context, cancel context.CancelCauseFunc) {
 	}
 }
 
-// moduleDir is the walrelay module's root, from this file's compile-time path
-// (internal/bench/env.go), so the harness builds the relay from wherever it runs;
-// "" (the current directory) when that path is not on this machine.
-func moduleDir() string {
+// harnessDir is the harness module's root (bench/), from this file's compile-time
+// path, so the harness builds its tools from wherever it runs; "" (the current
+// directory) when that path is not on this machine.
+func harnessDir() string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return ""
 	}
-	dir := filepath.Dir(filepath.Dir(filepath.Dir(file)))
+	return moduleRoot(filepath.Dir(file))
+}
+
+// productDir is the walrelay module's root, the harness module's parent directory,
+// where the relay binary is built; "" when it is not on this machine.
+func productDir() string {
+	if h := harnessDir(); h != "" {
+		return moduleRoot(filepath.Dir(h))
+	}
+	return ""
+}
+
+// moduleRoot is dir when it holds a go.mod, "" otherwise.
+func moduleRoot(dir string) string {
 	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
 		return ""
 	}

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/bench/schedstat"
+	"github.com/walrelay/walrelay/bench/schedstat"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/bench/schedstat"
+	"github.com/walrelay/walrelay/bench/schedstat"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100 on
