@@ -90,3 +90,12 @@ func (d *DeadLetters) sum(fn func(deadLetterTable) (int64, error)) (int64, error
 	}
 	return n, nil
 }
+
+// DeadLettersOf are the dead letters of a running relay's tables (Relay.Stores).
+func DeadLettersOf(stores []TableStore) *DeadLetters {
+	d := &DeadLetters{}
+	for _, s := range stores {
+		d.tables = append(d.tables, deadLetterTable{s.Name, s.Store})
+	}
+	return d
+}

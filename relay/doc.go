@@ -81,9 +81,10 @@
 //     the one the slot is on; while it does not answer the relay waits, and it
 //     creates the slot only where the URL prefers, once every server answered.
 //
-// The admin API (admin.go) shares the metrics listener and needs AdminToken on any
-// address but loopback; it and the profiler refuse web pages, cross-site or
-// rebinding a name to the relay, and bodies that are not JSON (adminguard.go).
+// The relay serves nothing itself: package admin serves it over HTTP (/metrics,
+// /healthz, /readyz, the admin API, the profiler), and what it reads of the relay
+// is the surface in surface.go, ready.go and pause.go. The relay imports neither
+// admin nor ops (deps_test.go).
 //
 // Not guaranteed: a table-less event committed before the slot existed, or while a
 // lost slot was replaced, is not published (no row for the catch-up pass);

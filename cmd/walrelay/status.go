@@ -184,12 +184,12 @@ func (s *settings) adminURL() (url string, required bool, err error) {
 		}
 		return u, true, nil
 	}
-	if s.relay.MetricsAddr == "" {
+	if s.admin.Addr == "" {
 		return "", false, nil
 	}
-	host, port, err := net.SplitHostPort(s.relay.MetricsAddr)
+	host, port, err := net.SplitHostPort(s.admin.Addr)
 	if err != nil {
-		return "", false, fmt.Errorf("metrics-addr %q: %w", s.relay.MetricsAddr, err)
+		return "", false, fmt.Errorf("metrics-addr %q: %w", s.admin.Addr, err)
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
