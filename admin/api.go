@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -17,11 +18,11 @@ import (
 // POST /resume, GET /dlq, POST /dlq/retry, POST /replay and GET /replay/ID. On a loopback address it is open unless a token is
 // set; on any other address it needs AdminToken, and without one it is off (403)
 // rather than open to the network (docs/operations.md). Web pages are kept out by
-// adminGuard (adminguard.go).
+// adminGuard (guard.go).
 
 // adminStatusLimits are GET /status's bounds when the request names none: those of
 // `walrelay status`.
-var adminStatusLimits = relay.StatusLimits{MaxPendingAge: 30 * time.Second}
+var adminStatusLimits = ops.StatusLimits{MaxPendingAge: 30 * time.Second}
 
 // dlqPageLimit is GET /dlq's page size when the request names none, and its largest.
 const (
@@ -161,24 +162,24 @@ func (a *relayAPI) serveStatus(w http.ResponseWriter, req *http.Request) {
 		limits.MaxDeadLetters = n
 	}
 	cfg := a.r.Config()
-	st, err := relay.ReadStatus(req.Context(), cfg, limits)
+	st, err := ops.ReadStatus(req.Context(), cfg, limits)
 	if err != nil {
-		st = &relay.Status{Slot: cfg.Slot, Publication: cfg.Publication,
-			Problems: []relay.Problem{{Check: relay.CheckDatabase, Message: err.Error()}}}
+		st = &ops.Status{Slot: cfg.Slot, Publication: cfg.Publication,
+			Problems: []ops.Problem{{Check: ops.CheckDatabase, Message: err.Error()}}}
 	}
 	st.Relay = health(a.r)
 	if !st.Relay.Ready {
-		st.Problems = append(st.Problems, relay.Problem{Check: relay.CheckRelayNotReady,
+		st.Problems = append(st.Problems, ops.Problem{Check: ops.CheckRelayNotReady,
 			Message: fmt.Sprintf("the relay is not ready: %s", st.Relay.Answer)})
 	}
-	writeJSON(w, http.StatusOK, relay.NewStatusReport(st))
+	writeJSON(w, http.StatusOK, ops.NewStatusReport(st))
 }
 
 // health is what the relay says of itself: /readyz's answer and when it last
 // confirmed events.
-func health(r *relay.Relay) *relay.RelayHealth {
+func health(r *relay.Relay) *ops.RelayHealth {
 	ready, why := r.Ready()
-	h := &relay.RelayHealth{URL: "self", Reachable: true, Ready: ready, Answer: why}
+	h := &ops.RelayHealth{URL: "self", Reachable: true, Ready: ready, Answer: why}
 	if at := r.EventsConfirmedAt(); at != nil {
 		h.EventsConfirmedAt = at
 	}
@@ -187,9 +188,9 @@ func health(r *relay.Relay) *relay.RelayHealth {
 
 // deadLetterPage is GET /dlq's answer.
 type deadLetterPage struct {
-	DeadLetters []relay.TableDeadLetter `json:"dead_letters"`
-	Offset      int                     `json:"offset"`
-	Limit       int                     `json:"limit"`
+	DeadLetters []ops.TableDeadLetter `json:"dead_letters"`
+	Offset      int                   `json:"offset"`
+	Limit       int                   `json:"limit"`
 	// NextOffset is the offset of the next page; absent on the last.
 	NextOffset *int `json:"next_offset,omitempty"`
 }
@@ -258,12 +259,12 @@ func (a *relayAPI) serveRetry(w http.ResponseWriter, req *http.Request) {
 
 // deadLetters are r's dead letters, once it has checked its outbox tables; nil
 // before.
-func deadLetters(r *relay.Relay) *relay.DeadLetters {
+func deadLetters(r *relay.Relay) *ops.DeadLetters {
 	stores := r.Stores()
 	if stores == nil {
 		return nil
 	}
-	return relay.DeadLettersOf(stores)
+	return ops.DeadLettersOf(stores)
 }
 
 // queryInt parses a query parameter within [lo, hi] (hi < 0: no upper bound),

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/ops"
 )
 
 // maxReplayJobs is how many replays GET /replay/ID remembers, the newest.
@@ -17,15 +17,15 @@ const maxReplayJobs = 100
 // replayJobs are the replays started over the admin API, by id.
 type replayJobs struct {
 	mu    sync.Mutex
-	jobs  map[string]*relay.ReplayProgress
+	jobs  map[string]*ops.ReplayProgress
 	order []string // ids, oldest first
 }
 
-func (j *replayJobs) set(p relay.ReplayProgress) {
+func (j *replayJobs) set(p ops.ReplayProgress) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.jobs == nil {
-		j.jobs = map[string]*relay.ReplayProgress{}
+		j.jobs = map[string]*ops.ReplayProgress{}
 	}
 	if _, ok := j.jobs[p.ID]; !ok {
 		j.order = append(j.order, p.ID)
@@ -37,12 +37,12 @@ func (j *replayJobs) set(p relay.ReplayProgress) {
 	j.jobs[p.ID] = &p
 }
 
-func (j *replayJobs) get(id string) (relay.ReplayProgress, bool) {
+func (j *replayJobs) get(id string) (ops.ReplayProgress, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	p, ok := j.jobs[id]
 	if !ok {
-		return relay.ReplayProgress{}, false
+		return ops.ReplayProgress{}, false
 	}
 	return *p, true
 }
@@ -74,13 +74,13 @@ func (a *relayAPI) serveReplay(ctx context.Context) http.HandlerFunc {
 		}
 		r, cfg := a.r, a.r.Config()
 		now := time.Now()
-		f := relay.ReplayFilter{AggregateType: body.AggregateType, AggregateID: body.AggregateID, EventType: body.EventType, IDs: body.IDs}
+		f := ops.ReplayFilter{AggregateType: body.AggregateType, AggregateID: body.AggregateID, EventType: body.EventType, IDs: body.IDs}
 		var err error
-		if f.Since, err = relay.ParseReplayTime("since", body.Since, now); err != nil {
+		if f.Since, err = ops.ParseReplayTime("since", body.Since, now); err != nil {
 			writeJSON(w, http.StatusBadRequest, adminError{err.Error()})
 			return
 		}
-		if f.Until, err = relay.ParseReplayTime("until", body.Until, now); err != nil {
+		if f.Until, err = ops.ParseReplayTime("until", body.Until, now); err != nil {
 			writeJSON(w, http.StatusBadRequest, adminError{err.Error()})
 			return
 		}
@@ -88,7 +88,7 @@ func (a *relayAPI) serveReplay(ctx context.Context) http.HandlerFunc {
 			writeJSON(w, http.StatusBadRequest, adminError{"rate: want 0 (no limit) or a positive number of events per second"})
 			return
 		}
-		if err := relay.CheckReplay(cfg, f, now); err != nil {
+		if err := ops.CheckReplay(cfg, f, now); err != nil {
 			writeJSON(w, http.StatusConflict, adminError{err.Error()})
 			return
 		}
@@ -99,11 +99,11 @@ func (a *relayAPI) serveReplay(ctx context.Context) http.HandlerFunc {
 		}
 		// The poller's share of the sink's buffers: the stream keeps its window. A
 		// paused relay publishes nothing, replays included: the replay waits.
-		opts := relay.ReplayOptions{Filter: f, ID: relay.NewReplayID(), DryRun: body.DryRun, Rate: body.Rate,
+		opts := ops.ReplayOptions{Filter: f, ID: ops.NewReplayID(), DryRun: body.DryRun, Rate: body.Rate,
 			MaxInFlight: max(cfg.PollBatchSize, 1), ProgressInterval: time.Second, OnProgress: a.replays.set, Pause: r.PauseGate()}
-		started := relay.ReplayProgress{ID: opts.ID, StartedAt: now.UTC(), DryRun: opts.DryRun}
+		started := ops.ReplayProgress{ID: opts.ID, StartedAt: now.UTC(), DryRun: opts.DryRun}
 		if r.Paused() && !opts.DryRun {
-			started.Waiting = relay.ReplayWaitingPaused
+			started.Waiting = ops.ReplayWaitingPaused
 		}
 		a.replays.set(started)
 		if started.Waiting != "" {
@@ -112,7 +112,7 @@ func (a *relayAPI) serveReplay(ctx context.Context) http.HandlerFunc {
 			r.Logger().Info("replay started", "replay", opts.ID, "filter", f)
 		}
 		go func() {
-			pr, err := relay.Replay(ctx, pool, r.Sink(), cfg, opts)
+			pr, err := ops.Replay(ctx, pool, r.Sink(), cfg, opts)
 			if err != nil {
 				r.Logger().Warn("replay ended with an error", "replay", pr.ID, "sent", pr.Sent, "total", pr.Total, "err", err)
 				return

@@ -71,10 +71,8 @@
 //     published, the stream stops at a message boundary and keeps sending status
 //     updates, so the session survives wal_sender_timeout; Resume reads on from the
 //     next message, so nothing is skipped or repeated (pause.go). The poller waits
-//     before its next batch, an admin replay before its next event (replaypause.go).
-//
-//   - Replay (Replay, POST /replay) reads rows and writes nothing: the slot and the
-//     rows' bookkeeping are left as they are; its records carry ReplayHeader.
+//     before its next batch, an admin replay before its next event (PauseGate;
+//     ops/replaypause.go).
 //
 //   - One server per session (pair.go): with a DatabaseURL that names several
 //     servers, the leadership lock, the slot and the replication connection are on
