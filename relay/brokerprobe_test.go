@@ -19,6 +19,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/internal/testenv/brokers"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
 )
@@ -205,14 +206,14 @@ func (p *probed) expectDown(t *testing.T, faultAt time.Time, causes ...string) {
 	}
 	cfg := relay.DefaultConfig()
 	cfg.DatabaseURL, cfg.Slot = p.dbURL, p.slot
-	st, err := relay.ReadStatus(context.Background(), cfg, relay.StatusLimits{RelayURL: p.url(), RelayRequired: true})
+	st, err := ops.ReadStatus(context.Background(), cfg, ops.StatusLimits{RelayURL: p.url(), RelayRequired: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasProblem(st, relay.CheckRelayNotReady, "broker not answering") {
+	if !hasProblem(st, ops.CheckRelayNotReady, "broker not answering") {
 		t.Errorf("%s: status does not report the broker: %+v", p.name, st.Problems)
 	}
-	if code := relay.StatusExitCode(st.Problems); code != 6 {
+	if code := ops.StatusExitCode(st.Problems); code != 6 {
 		t.Errorf("%s: walrelay status would exit %d, want 6 (relay not ready)", p.name, code)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -81,11 +82,11 @@ func TestBrokerThatStopsAcknowledging(t *testing.T) {
 	}
 	statusCfg := relay.DefaultConfig()
 	statusCfg.DatabaseURL, statusCfg.Slot = dbURL, "noack"
-	st, err := relay.ReadStatus(context.Background(), statusCfg, relay.StatusLimits{RelayURL: "http://" + addr, RelayRequired: true})
+	st, err := ops.ReadStatus(context.Background(), statusCfg, ops.StatusLimits{RelayURL: "http://" + addr, RelayRequired: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasProblem(st, relay.CheckRelayNotReady, "broker not acknowledging") {
+	if !hasProblem(st, ops.CheckRelayNotReady, "broker not acknowledging") {
 		t.Errorf("status does not report the broker: %+v", st.Problems)
 	}
 
@@ -107,7 +108,7 @@ func TestBrokerThatStopsAcknowledging(t *testing.T) {
 	}
 }
 
-func hasProblem(st *relay.Status, check relay.Check, substr string) bool {
+func hasProblem(st *ops.Status, check ops.Check, substr string) bool {
 	for _, p := range st.Problems {
 		if p.Check == check && strings.Contains(p.Message, substr) {
 			return true

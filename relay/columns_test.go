@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/replication"
@@ -182,7 +183,7 @@ func TestDebeziumTableShape(t *testing.T) {
 	statusCfg := relay.DefaultConfig()
 	statusCfg.DatabaseURL, statusCfg.Table, statusCfg.Columns = dbURL, "outbox", debeziumColumns
 	statusCfg.Slot, statusCfg.Publication = "debezium", "own"
-	st, err := relay.ReadStatus(ctx, statusCfg, relay.StatusLimits{})
+	st, err := ops.ReadStatus(ctx, statusCfg, ops.StatusLimits{})
 	if err != nil || st.PendingRows != 0 || st.DeadLetters != 0 || !st.PublicationExists {
 		t.Errorf("status: %+v, %v; want no pending rows or dead letters", st, err)
 	}

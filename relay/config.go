@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -110,20 +109,6 @@ type Config struct {
 	// deletes them (with OnPublish mark or progress), in batches. 0 disables it.
 	Retention time.Duration
 
-	// MetricsAddr, when set, serves /metrics, /healthz and /readyz there.
-	MetricsAddr string
-	// Pprof also serves Go's profiler under /debug/pprof/ on MetricsAddr.
-	Pprof bool
-	// AdminToken is the bearer token the admin API and the profiler on MetricsAddr
-	// ask for. Without one they answer on a loopback address only
-	// (docs/operations.md).
-	AdminToken string
-	// AdminHosts are host names (or addresses) the admin API and the profiler
-	// answer requests to, besides loopback addresses, localhost and the address
-	// the listener is reached at: the names it is called by, such as a Service's.
-	// A request to any other Host is refused, which keeps a DNS-rebinding web page
-	// out.
-	AdminHosts []string
 	// StartPaused starts the relay paused: it connects and holds the slot but reads
 	// and publishes nothing until resumed (Relay.Resume, POST /resume).
 	StartPaused bool
@@ -131,7 +116,7 @@ type Config struct {
 	// Go runtime and process collectors. Wrap a shared one with
 	// prometheus.WrapRegistererWith to run several relays.
 	Registry prometheus.Registerer
-	// Gatherer is what MetricsAddr serves on /metrics; nil: Registry, when it is a
+	// Gatherer is what /metrics serves (admin.Serve); nil: Registry, when it is a
 	// prometheus.Gatherer too (a *prometheus.Registry is).
 	Gatherer prometheus.Gatherer
 	// AckTimeout bounds how long the oldest event handed to the broker may wait for
@@ -290,7 +275,7 @@ var (
 // Validate checks the configuration without opening any connection. It leaves the
 // sink to New, so that a program can check its settings before it builds one.
 func (c *Config) Validate() error {
-	return errors.Join(c.validateNames(), c.validateTimings(), c.validateModes(), c.validateObservability())
+	return errors.Join(c.validateNames(), c.validateTimings(), c.validateModes())
 }
 
 // problems collects a configuration's errors.
@@ -433,15 +418,6 @@ func (c *Config) validateModes() error {
 		p.add("%w", err)
 	}
 	return errors.Join(p...)
-}
-
-func (c *Config) validateObservability() error {
-	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return fmt.Errorf("metrics address %q is not host:port", c.MetricsAddr)
-		}
-	}
-	return checkAdminHosts(c.AdminHosts)
 }
 
 // route is the table's topic routing by regular expression; nil without one.

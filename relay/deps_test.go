@@ -75,3 +75,24 @@ func TestLibrariesLinkNoCloudSDK(t *testing.T) {
 		}
 	}
 }
+
+// The relay runs; admin serves it and ops works beside it. Imports point one way:
+// relay links neither, so a program embedding the relay without its listener links
+// no HTTP handlers, and neither can reach into the relay's fields. go list shows
+// what relay links.
+func TestRelayImportsNeitherAdminNorOps(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "github.com/walrelay/walrelay/relay").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/walrelay/walrelay/replication") {
+		t.Fatalf("go list -deps gave an implausible list (no replication package):\n%s", out)
+	}
+	for _, dep := range deps {
+		if dep == "github.com/walrelay/walrelay/admin" || dep == "github.com/walrelay/walrelay/ops" {
+			t.Errorf("relay depends on %s; relay offers what admin and ops need through its methods, and imports neither", dep)
+		}
+	}
+}

@@ -71,19 +71,18 @@
 //     published, the stream stops at a message boundary and keeps sending status
 //     updates, so the session survives wal_sender_timeout; Resume reads on from the
 //     next message, so nothing is skipped or repeated (pause.go). The poller waits
-//     before its next batch, an admin replay before its next event (replaypause.go).
-//
-//   - Replay (Replay, POST /replay) reads rows and writes nothing: the slot and the
-//     rows' bookkeeping are left as they are; its records carry ReplayHeader.
+//     before its next batch, an admin replay before its next event (PauseGate;
+//     ops/replaypause.go).
 //
 //   - One server per session (pair.go): with a DatabaseURL that names several
 //     servers, the leadership lock, the slot and the replication connection are on
 //     the one the slot is on; while it does not answer the relay waits, and it
 //     creates the slot only where the URL prefers, once every server answered.
 //
-// The admin API (admin.go) shares the metrics listener and needs AdminToken on any
-// address but loopback; it and the profiler refuse web pages, cross-site or
-// rebinding a name to the relay, and bodies that are not JSON (adminguard.go).
+// The relay serves nothing itself: package admin serves it over HTTP (/metrics,
+// /healthz, /readyz, the admin API, the profiler), and what it reads of the relay
+// is the surface in surface.go, ready.go and pause.go. The relay imports neither
+// admin nor ops (deps_test.go).
 //
 // Not guaranteed: a table-less event committed before the slot existed, or while a
 // lost slot was replaced, is not published (no row for the catch-up pass);

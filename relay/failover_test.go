@@ -13,6 +13,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
@@ -96,7 +97,7 @@ func TestFailoverWithoutFailoverSlotIsReported(t *testing.T) {
 	}
 	statusCfg := relay.DefaultConfig()
 	statusCfg.DatabaseURL = url
-	st, err := relay.ReadStatus(ctx, statusCfg, relay.StatusLimits{})
+	st, err := ops.ReadStatus(ctx, statusCfg, ops.StatusLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,21 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // A Group runs one relay per database in one process (docs/configuration.md,
 // "Several databases"). Each relay streams its database under that database's own
 // leadership lock, as a relay of its own would, so several processes running the
-// same group share its databases; one listener serves them all, their metrics
-// labelled database="NAME".
+// same group share its databases; their metrics are labelled database="NAME" on
+// one registry, and one listener (admin.ServeGroup) serves them all.
 type Group struct {
 	cfg      GroupConfig
 	members  []Member
@@ -31,19 +28,10 @@ type Group struct {
 	}
 }
 
-// GroupConfig is what the relays of a Group share: the listener, its admin token
-// and the logger.
+// GroupConfig is what the relays of a Group share: the logger. The listener that
+// serves them is admin.ServeGroup's.
 type GroupConfig struct {
-	// MetricsAddr, when set, serves /metrics, /healthz, /readyz and the admin API of
-	// every database there.
-	MetricsAddr string
-	// Pprof also serves Go's profiler under /debug/pprof/ on MetricsAddr.
-	Pprof bool
-	// AdminToken is the bearer token the admin API asks for (Config.AdminToken).
-	AdminToken string
-	// AdminHosts are names the admin API answers requests to (Config.AdminHosts).
-	AdminHosts []string
-	Logger     *slog.Logger
+	Logger *slog.Logger
 }
 
 // Database is one database of a Group: Name labels its metrics and logs and is
@@ -89,16 +77,13 @@ func suggestName(name string) string {
 
 // NewGroup validates every database's configuration and builds its relay, its
 // metrics registered on one registry under the label database="NAME". Config's
-// MetricsAddr, Pprof, AdminToken, AdminHosts, Registry and Gatherer are the group's to set.
+// Registry and Gatherer are the group's to set.
 func NewGroup(cfg GroupConfig, dbs []Database) (*Group, error) {
 	if len(dbs) == 0 {
 		return nil, errors.New("a group needs at least one database")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if err := checkAdminHosts(cfg.AdminHosts); err != nil {
-		return nil, err
 	}
 	g := &Group{cfg: cfg, registry: newRegistry()}
 	g.mu.failed = map[string]error{}
@@ -115,7 +100,6 @@ func NewGroup(cfg GroupConfig, dbs []Database) (*Group, error) {
 		}
 		seen[db.Name] = true
 		c := db.Config
-		c.MetricsAddr, c.Pprof, c.AdminToken, c.AdminHosts = "", false, cfg.AdminToken, cfg.AdminHosts
 		c.Registry = prometheus.WrapRegistererWith(prometheus.Labels{"database": db.Name}, g.registry)
 		c.Gatherer = g.registry
 		r, err := New(c)
@@ -134,24 +118,10 @@ func NewGroup(cfg GroupConfig, dbs []Database) (*Group, error) {
 // Members are the group's relays, in the order their databases were given.
 func (g *Group) Members() []Member { return g.members }
 
-// Run runs every relay until ctx ends and serves them on MetricsAddr. A relay
-// whose Run fails (a setup error: see Relay.Run) stops alone: the others go on,
-// /readyz reports it, and Run returns its error once every relay has stopped.
+// Run runs every relay until ctx ends. A relay whose Run fails (a setup error: see
+// Relay.Run) stops alone: the others go on, MemberReady (and so /readyz) reports
+// it, and Run returns its error once every relay has stopped.
 func (g *Group) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var served chan error
-	if g.cfg.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", g.cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("listen for metrics on %s (choose another --metrics-addr): %w", g.cfg.MetricsAddr, err)
-		}
-		g.cfg.Logger.Info("serving /metrics, /healthz and /readyz, and the admin API", "addr", ln.Addr().String(),
-			"databases", len(g.members))
-		served = make(chan error, 1)
-		guard := adminGuard(g.cfg.AdminToken, g.cfg.AdminHosts, ln.Addr(), g.cfg.Logger)
-		go func() { served <- serve(ctx, ln, g.mux(ctx, guard), g.cfg.Pprof, guard) }()
-	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(g.members))
 	for i, m := range g.members {
@@ -168,61 +138,21 @@ func (g *Group) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	cancel()
-	if served != nil {
-		if err := <-served; err != nil {
-			errs = append(errs, err)
-		}
-	}
 	return errors.Join(errs...)
 }
 
-// mux routes the group's endpoints: one /metrics for all, /readyz for all or one
-// (?database=NAME), and the admin API addressed by ?database=NAME, behind guard.
-func (g *Group) mux(ctx context.Context, guard func(http.Handler) http.Handler) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{Registry: g.registry}))
-	mux.HandleFunc("/readyz", g.serveReady)
-	adminHandlers(ctx, mux, guard, g.members)
-	return mux
-}
+// Logger is the group's logger (GroupConfig.Logger).
+func (g *Group) Logger() *slog.Logger { return g.cfg.Logger }
 
-// serveReady answers /readyz: with ?database=NAME that database's readiness, as a
-// relay of its own answers; without, one line per database, and 200 when each is
-// ready or waiting as a standby for another instance to release it.
-func (g *Group) serveReady(w http.ResponseWriter, req *http.Request) {
-	if name := req.URL.Query().Get("database"); name != "" {
-		for _, m := range g.members {
-			if m.Name == name {
-				ready, why := g.ready(m)
-				if !ready {
-					w.WriteHeader(http.StatusServiceUnavailable)
-				}
-				fmt.Fprintln(w, why)
-				return
-			}
-		}
-		w.WriteHeader(http.StatusNotFound)
-		fmt.Fprintf(w, "no database %q here; the relay runs %s\n", name, strings.Join(g.names(), ", "))
-		return
-	}
-	var b strings.Builder
-	all := true
-	for _, m := range g.members {
-		ready, why := g.ready(m)
-		if !ready && !m.Relay.standby.Load() {
-			all = false
-		}
-		fmt.Fprintf(&b, "%s: %s\n", m.Name, why)
-	}
-	if !all {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	fmt.Fprint(w, b.String())
-}
+// Registerer is the registry every member's metrics are registered on.
+func (g *Group) Registerer() prometheus.Registerer { return g.registry }
 
-// ready is m's readiness: its relay's, or why it stopped.
-func (g *Group) ready(m Member) (bool, string) {
+// Gatherer gathers every member's metrics, labelled database="NAME": what
+// /metrics serves.
+func (g *Group) Gatherer() prometheus.Gatherer { return g.registry }
+
+// MemberReady is m's readiness: its relay's, or why it stopped.
+func (g *Group) MemberReady(m Member) (bool, string) {
 	g.mu.Lock()
 	err := g.mu.failed[m.Name]
 	g.mu.Unlock()
@@ -230,12 +160,4 @@ func (g *Group) ready(m Member) (bool, string) {
 		return false, "stopped: " + err.Error()
 	}
 	return m.Relay.Ready()
-}
-
-func (g *Group) names() []string {
-	names := make([]string, len(g.members))
-	for i, m := range g.members {
-		names[i] = m.Name
-	}
-	return names
 }

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/walrelay/walrelay/admin"
 	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/migrations"
@@ -48,10 +50,12 @@ func start(t *testing.T, dbURL string, broker *kfake.Cluster, slot string, tweak
 }
 
 // config is a test relay's configuration with its broker's beside it: tweaks set
-// either, and the sink is built from Sinks.
+// either, and the sink is built from Sinks. MetricsAddr, when set, serves the relay
+// there (admin.Serve), as walrelay run does.
 type config struct {
 	relay.Config
-	Sinks sinks.Config
+	Sinks       sinks.Config
+	MetricsAddr string
 }
 
 func startWithBrokers(t *testing.T, dbURL string, brokers []string, slot string, tweak ...func(*config)) *running {
@@ -82,7 +86,7 @@ func startWithBrokers(t *testing.T, dbURL string, brokers []string, slot string,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rn := &running{t: t, cancel: cancel, done: make(chan error, 1), logs: logs, relay: r}
-	go func() { rn.done <- r.Run(ctx) }()
+	go func() { rn.done <- runServed(ctx, r, admin.Options{Addr: cfg.MetricsAddr}) }()
 	t.Cleanup(func() {
 		rn.stop()
 		if t.Failed() {
@@ -90,6 +94,23 @@ func startWithBrokers(t *testing.T, dbURL string, brokers []string, slot string,
 		}
 	})
 	return rn
+}
+
+// runServed runs r and serves it with opts until ctx ends, as walrelay run does:
+// Run's error, else Serve's.
+func runServed(ctx context.Context, r *relay.Relay, opts admin.Options) error {
+	ctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		err := admin.Serve(ctx, r, opts)
+		if err != nil {
+			cancel()
+		}
+		served <- err
+	}()
+	err := r.Run(ctx)
+	cancel()
+	return errors.Join(err, <-served)
 }
 
 // stop cancels the relay and waits for Run; it fails the test when Run errs.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/internal/dbconn"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -138,7 +139,7 @@ func probeServer(ctx context.Context, cfg Config, check pgconn.ValidateConnectFu
 	p := serverProbe{server: s}
 	ctx, cancel := context.WithTimeout(ctx, pairProbeTimeout)
 	defer cancel()
-	conn, err := connectTo(ctx, cfg, pinURL(cfg.DatabaseURL, s))
+	conn, err := dbconn.Connect(ctx, pinURL(cfg.DatabaseURL, s), cfg.DatabasePassword)
 	if err != nil {
 		p.err = err
 		return p
@@ -297,10 +298,10 @@ func (r *Relay) decodeOn(probes []serverProbe, i int) error {
 	return nil
 }
 
-// slotServer is, for the commands beside the relay, the URL of the server of a
+// SlotServer is, for the commands beside the relay (package ops), the URL of the server of a
 // --database-url naming several that a relay decodes on (chooseServer), so that the
 // slot is read where it is; with none yet, --database-url and why there is none.
-func slotServer(ctx context.Context, cfg Config) (string, string) {
+func SlotServer(ctx context.Context, cfg Config) (string, string) {
 	servers := urlServers(cfg.DatabaseURL)
 	if len(servers) < 2 || followsPrimary(cfg.DatabaseURL) {
 		return cfg.DatabaseURL, ""
@@ -331,7 +332,7 @@ func (r *Relay) setUpPair() {
 	}
 	primaryHost := databaseHost(r.cfg.PrimaryURL)
 	if r.cfg.PrimaryURL == "" {
-		r.cfg.PrimaryURL = primaryOfHosts(r.cfg.DatabaseURL)
+		r.cfg.PrimaryURL = dbconn.PrimaryOfHosts(r.cfg.DatabaseURL)
 		primaryHost = "the read-write server of --database-url"
 	}
 	names := make([]string, len(r.servers))

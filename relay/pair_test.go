@@ -13,6 +13,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/pgcluster"
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/relay"
 )
@@ -325,11 +326,11 @@ func TestPairRestartWhileStandbyDownMakesNoSecondSlot(t *testing.T) {
 		}
 		cfg := relay.DefaultConfig()
 		cfg.DatabaseURL = r.url
-		st, err := relay.ReadStatus(ctx, cfg, relay.StatusLimits{})
+		st, err := ops.ReadStatus(ctx, cfg, ops.StatusLimits{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if code := relay.StatusExitCode(st.Problems); code != 4 || !strings.Contains(fmt.Sprint(st.Problems), "does not answer") {
+		if code := ops.StatusExitCode(st.Problems); code != 4 || !strings.Contains(fmt.Sprint(st.Problems), "does not answer") {
 			t.Errorf("status while the standby is down: exit %d, problems %v; want 4 and the standby that does not answer",
 				code, st.Problems)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -63,18 +64,18 @@ func TestDatabasePasswordHook(t *testing.T) {
 	// Without the hook the role cannot log in: the password the server checks is the hook's.
 	noHook := relay.DefaultConfig()
 	noHook.DatabaseURL = dbURL
-	if _, err := relay.ReadStatus(ctx, noHook, relay.StatusLimits{}); err == nil {
+	if _, err := ops.ReadStatus(ctx, noHook, ops.StatusLimits{}); err == nil {
 		t.Fatal("status connected without a password; the test's pg_hba.conf does not ask for one")
 	}
 	wrong := noHook
 	wrong.DatabasePassword = func(context.Context) (string, error) { return "stale-" + iamToken, nil }
-	_, err = relay.ReadStatus(ctx, wrong, relay.StatusLimits{})
+	_, err = ops.ReadStatus(ctx, wrong, ops.StatusLimits{})
 	if err == nil || strings.Contains(err.Error(), iamToken) {
 		t.Fatalf("status with a stale token: %v (want an error without the token)", err)
 	}
 	failing := noHook
 	failing.DatabasePassword = func(context.Context) (string, error) { return "", errors.New("no AWS credentials") }
-	if _, err = relay.ReadStatus(ctx, failing, relay.StatusLimits{}); err == nil || !strings.Contains(err.Error(), "no AWS credentials") {
+	if _, err = ops.ReadStatus(ctx, failing, ops.StatusLimits{}); err == nil || !strings.Contains(err.Error(), "no AWS credentials") {
 		t.Fatalf("status with a failing provider: %v (want its error)", err)
 	}
 

@@ -9,17 +9,17 @@ import (
 // publishes nothing, the poller and replays included, and keeps the replication
 // connection and the slot with standby status updates. Events already handed to the
 // broker still settle and are confirmed. It reports whether the relay was running.
-func (r *Relay) Pause() bool { return r.pauseBecause("") }
+func (r *Relay) Pause() bool { return r.PauseBecause("") }
 
-// pauseNote is when and why the relay was last paused: what GET /pause answers, so
+// pauseNote is when and why the relay was last paused: what PauseState says, so
 // that `walrelay replay` can say it when it refuses.
 type pauseNote struct {
 	since time.Time
 	why   string // empty: not known
 }
 
-// pauseBecause is Pause, remembering why.
-func (r *Relay) pauseBecause(why string) bool {
+// PauseBecause is Pause, remembering why: GET /pause and PauseState say it.
+func (r *Relay) PauseBecause(why string) bool {
 	if !r.pause.Pause() {
 		return false
 	}
@@ -60,23 +60,22 @@ func (r *Relay) waitResumed(ctx context.Context, why string) error {
 // Paused reports whether the relay is paused.
 func (r *Relay) Paused() bool { return r.pause.Paused() }
 
-// pauseState is GET /pause's answer: whether the relay is paused, and since when
-// and why when it is.
-type pauseState struct {
-	Paused bool       `json:"paused"`
-	Since  *time.Time `json:"since,omitempty"`
-	Reason string     `json:"reason,omitempty"`
+// PauseState is whether the relay is paused, and since when and why when it is:
+// what GET /pause answers (package admin).
+type PauseState struct {
+	Paused bool
+	Since  time.Time // zero: not paused, or not known
+	Reason string    // empty: not known
 }
 
-// pauseNow is the relay's pause state.
-func (r *Relay) pauseNow() pauseState {
+// PauseState is the relay's pause state now.
+func (r *Relay) PauseState() PauseState {
 	if !r.pause.Paused() {
-		return pauseState{}
+		return PauseState{}
 	}
-	st := pauseState{Paused: true}
+	st := PauseState{Paused: true}
 	if n := r.pauseNote.Load(); n != nil {
-		since := n.since.UTC()
-		st.Since, st.Reason = &since, n.why
+		st.Since, st.Reason = n.since.UTC(), n.why
 	}
 	return st
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
@@ -93,7 +94,7 @@ func TestProgressIsTheStreamDefault(t *testing.T) {
 	}
 	cfg := relay.DefaultConfig()
 	cfg.DatabaseURL, cfg.Slot = dbURL, "progress_default"
-	st, err := relay.ReadStatus(context.Background(), cfg, relay.StatusLimits{})
+	st, err := ops.ReadStatus(context.Background(), cfg, ops.StatusLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}

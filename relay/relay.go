@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,9 +44,8 @@ type Relay struct {
 	lostLeadership atomic.Bool            // the last replication session ended because the lock's connection died
 	eoHandOver     sync.Map               // exactly-once: sink.EventKey of events that poisoned a Kafka transaction
 	pause          replication.Pause
-	pauseNote      atomic.Pointer[pauseNote] // the last pause's time and reason (pause.go)
-	replays        replayJobs
-	deadLetters    atomic.Pointer[DeadLetters] // set once the tables are checked: the admin API's /dlq
+	pauseNote      atomic.Pointer[pauseNote]    // the last pause's time and reason (pause.go)
+	tableStores    atomic.Pointer[[]TableStore] // set once the tables are checked: Stores, for the admin API's /dlq
 	// eventsConfirmedAt is walrelay_events_confirmed_timestamp_seconds, for GET /status.
 	eventsConfirmedAt atomic.Pointer[time.Time]
 
@@ -58,6 +56,8 @@ type Relay struct {
 	// stores keep the books of the tables, by name (table.name).
 	stores map[string]*poller.Store
 	pool   *pgxpool.Pool // opened by Run, on Config.booksURL
+	// sharedPool is pool for Pool, which is read from other goroutines.
+	sharedPool atomic.Pointer[pgxpool.Pool]
 	// onStandby: the slot is on a hot standby, the bookkeeping on Config.PrimaryURL
 	// (checkStandby, before the pool opens; decodingServer, before each session, when
 	// --database-url names several servers).
@@ -114,9 +114,6 @@ func New(cfg Config) (*Relay, error) {
 	if g, ok := reg.(prometheus.Gatherer); ok && gatherer == nil {
 		gatherer = g
 	}
-	if gatherer == nil && cfg.MetricsAddr != "" {
-		return nil, errors.New("metrics address set, but the registry cannot be gathered: set Config.Gatherer")
-	}
 	cfg.BrokerAddrs = redact.URLs(cfg.BrokerAddrs) // shown in logs and on /readyz, which asks for no token
 	r := &Relay{
 		cfg:        cfg,
@@ -133,7 +130,7 @@ func New(cfg Config) (*Relay, error) {
 	}
 	r.metrics = m
 	if cfg.StartPaused {
-		r.pauseBecause("--start-paused")
+		r.PauseBecause("--start-paused")
 	}
 	return r, nil
 }
@@ -155,16 +152,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	defer pool.Close()
 	r.pool = pool
+	r.sharedPool.Store(pool)
 
 	g, gctx := errgroup.WithContext(ctx)
-	if r.cfg.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", r.cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("listen for metrics on %s (choose another --metrics-addr): %w", r.cfg.MetricsAddr, err)
-		}
-		r.log.Info("serving /metrics, /healthz and /readyz, and the admin API", "addr", ln.Addr().String())
-		g.Go(func() error { return r.serveHTTP(gctx, ln) })
-	}
 	if r.pause.Paused() {
 		r.log.Info("starting paused (--start-paused): nothing is read or published until resumed (walrelay resume, POST /resume)")
 	}
@@ -197,12 +187,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		stores[i] = poller.NewStore(pool, t.shape, r.cfg.Retry)
 	}
 	r.stores = make(map[string]*poller.Store, len(stores))
-	dl := &DeadLetters{}
+	books := make([]TableStore, len(r.tables))
 	for i, t := range r.tables {
 		r.stores[t.name] = stores[i]
-		dl.tables = append(dl.tables, deadLetterTable{t.name, stores[i]})
+		books[i] = TableStore{Name: t.name, Store: stores[i]}
 	}
-	r.deadLetters.Store(dl)
+	r.tableStores.Store(&books)
 	bk := poller.NewBookkeeperTables(stores, r.cfg.OnPublish, 50*time.Millisecond, r.log)
 	bk.OnFlush = func(d time.Duration) { r.metrics.batchDuration.Observe(d.Seconds()) }
 	bk.OnDeadLetter = r.countDeadLetter

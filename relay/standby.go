@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/backoff"
+	"github.com/walrelay/walrelay/internal/dbconn"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -61,7 +62,7 @@ func (r *Relay) readStandby(ctx context.Context, conn *pgx.Conn) error {
 	major := version / 10000
 	primaryHost := databaseHost(r.cfg.PrimaryURL)
 	if inRecovery && r.cfg.PrimaryURL == "" {
-		r.cfg.PrimaryURL = primaryOfHosts(r.cfg.DatabaseURL) // the URL's read-write server, if it names several
+		r.cfg.PrimaryURL = dbconn.PrimaryOfHosts(r.cfg.DatabaseURL) // the URL's read-write server, if it names several
 		primaryHost = "the read-write server of --database-url"
 	}
 	switch {

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/relay"
 )
@@ -217,11 +218,11 @@ func twoTables(t *testing.T, delivery relay.Delivery) {
 	statusCfg := relay.DefaultConfig()
 	statusCfg.DatabaseURL, statusCfg.Tables = dbURL, tables
 	statusCfg.Slot, statusCfg.Publication = slot, "two_tables"
-	st, err := relay.ReadStatus(ctx, statusCfg, relay.StatusLimits{MaxDeadLetters: 5})
+	st, err := ops.ReadStatus(ctx, statusCfg, ops.StatusLimits{MaxDeadLetters: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTables := []relay.TableStatus{{Table: "public.outbox_events"}, {Table: "tenant_b.outbox", PendingRows: 0, DeadLetters: 1}}
+	wantTables := []ops.TableStatus{{Table: "public.outbox_events"}, {Table: "tenant_b.outbox", PendingRows: 0, DeadLetters: 1}}
 	if len(st.Tables) != 2 || st.Tables[0].Table != wantTables[0].Table || st.Tables[0].PendingRows != 0 || st.Tables[0].DeadLetters != 0 ||
 		st.Tables[1].Table != wantTables[1].Table || st.Tables[1].PendingRows != 0 || st.Tables[1].DeadLetters != 1 || st.DeadLetters != 1 {
 		t.Errorf("status tables %+v (dead letters %d), want %+v and 1 dead letter in all", st.Tables, st.DeadLetters, wantTables)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/migrations"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -71,7 +72,7 @@ func TestXidWideningAtHighXidAges(t *testing.T) {
 		}
 		cfg := relay.DefaultConfig()
 		cfg.DatabaseURL, cfg.Slot = dbURL, "xid_age"
-		st, err := relay.ReadStatus(ctx, cfg, relay.StatusLimits{})
+		st, err := ops.ReadStatus(ctx, cfg, ops.StatusLimits{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/walrelay/walrelay/admin"
 	"github.com/walrelay/walrelay/internal/procs"
 	"github.com/walrelay/walrelay/relay"
 )
@@ -64,7 +65,7 @@ func runCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := r.Run(cmd.Context()); err != nil {
+			if err := serveWhile(cmd.Context(), r.Run, func(ctx context.Context) error { return admin.Serve(ctx, r, s.admin) }); err != nil {
 				return runtimeError{err}
 			}
 			return nil
@@ -137,13 +138,31 @@ func runDatabases(ctx context.Context, s *settings, fs *pflag.FlagSet, only stri
 		}
 		dbs[i].Config = cfg
 	}
-	g, err := relay.NewGroup(relay.GroupConfig{MetricsAddr: s.relay.MetricsAddr, Pprof: s.relay.Pprof,
-		AdminToken: s.relay.AdminToken, AdminHosts: s.relay.AdminHosts, Logger: logger}, dbs)
+	g, err := relay.NewGroup(relay.GroupConfig{Logger: logger}, dbs)
 	if err != nil {
 		return err
 	}
-	if err := g.Run(ctx); err != nil {
+	if err := serveWhile(ctx, g.Run, func(ctx context.Context) error { return admin.ServeGroup(ctx, g, s.admin) }); err != nil {
 		return runtimeError{err}
 	}
 	return nil
+}
+
+// serveWhile runs run, and serve beside it until run returns: the listener lives
+// as long as the relay. A listener that cannot start stops the relay; the error is
+// run's, joined with serve's.
+func serveWhile(ctx context.Context, run, serve func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		err := serve(ctx)
+		if err != nil {
+			cancel()
+		}
+		served <- err
+	}()
+	err := run(ctx)
+	cancel()
+	return errors.Join(err, <-served)
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/ops"
 )
 
 func dlqCommand() *cobra.Command {
@@ -24,7 +24,7 @@ func dlqCommand() *cobra.Command {
 
 // withDeadLetters loads the settings and opens the dead letters of the outbox
 // tables (one, or the file's tables list) for one dlq subcommand.
-func withDeadLetters(cmd *cobra.Command, s *settings, fn func(*relay.DeadLetters) error) error {
+func withDeadLetters(cmd *cobra.Command, s *settings, fn func(*ops.DeadLetters) error) error {
 	if err := s.load(cmd.Flags()); err != nil {
 		return err
 	}
@@ -32,12 +32,12 @@ func withDeadLetters(cmd *cobra.Command, s *settings, fn func(*relay.DeadLetters
 	if s.relay.DatabaseURL == "" {
 		return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	}
-	pool, err := relay.OpenPool(cmd.Context(), s.relay)
+	pool, err := ops.OpenPool(cmd.Context(), s.relay)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	dl, err := relay.OpenDeadLetters(cmd.Context(), pool, s.relay)
+	dl, err := ops.OpenDeadLetters(cmd.Context(), pool, s.relay)
 	if err != nil {
 		return runtimeError{err}
 	}
@@ -59,7 +59,7 @@ func dlqList() *cobra.Command {
 			if limit <= 0 {
 				return fmt.Errorf("--limit must be positive")
 			}
-			return withDeadLetters(cmd, s, func(dl *relay.DeadLetters) error {
+			return withDeadLetters(cmd, s, func(dl *ops.DeadLetters) error {
 				letters, _, err := dl.List(cmd.Context(), 0, limit)
 				if err != nil {
 					return err
@@ -100,7 +100,7 @@ func dlqRetry() *cobra.Command {
 			if (len(ids) == 0) == !all {
 				return fmt.Errorf("give either --id (one or more) or --all")
 			}
-			return withDeadLetters(cmd, s, func(dl *relay.DeadLetters) error {
+			return withDeadLetters(cmd, s, func(dl *ops.DeadLetters) error {
 				n, err := dl.Retry(cmd.Context(), ids, all)
 				if err != nil {
 					return err
@@ -131,7 +131,7 @@ func dlqPurge() *cobra.Command {
 			if olderThan < 0 {
 				return fmt.Errorf("--older-than must be positive")
 			}
-			return withDeadLetters(cmd, s, func(dl *relay.DeadLetters) error {
+			return withDeadLetters(cmd, s, func(dl *ops.DeadLetters) error {
 				n, err := dl.Purge(cmd.Context(), ids, olderThan)
 				if err != nil {
 					return err

@@ -60,7 +60,7 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 				target += "?database=" + url.QueryEscape(database)
 				base += " (database " + database + ")"
 			}
-			if err := adminPost(cmd.Context(), target, s.relay.AdminToken, &answer); err != nil {
+			if err := adminPost(cmd.Context(), target, s.admin.Token, &answer); err != nil {
 				return runtimeError{err}
 			}
 			base = redact.URL(base) // --admin-url may carry a token

@@ -4,7 +4,7 @@ import (
 	"sync"
 
 	"github.com/walrelay/walrelay/internal/redact"
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/ops"
 )
 
 // loadedURLs are the values the process's URL settings (kindURL, kindURLs) were
@@ -57,7 +57,7 @@ func (s *settings) noteURLSettings() {
 
 // redactStatus redacts the loaded URLs in what status prints of st: the problems,
 // and the relay's address, answer and error.
-func redactStatus(st *relay.Status) {
+func redactStatus(st *ops.Status) {
 	r := redact.NewRedactor(urlValues()...)
 	for i := range st.Problems {
 		st.Problems[i].Message = r.Text(st.Problems[i].Message)

@@ -9,13 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/sink/sinks"
 )
 
 func replayCommand() *cobra.Command {
 	s := newSettings()
-	var f relay.ReplayFilter
+	var f ops.ReplayFilter
 	var since, until string
 	var dryRun, ignorePause bool
 	var rate float64
@@ -40,10 +40,10 @@ func replayCommand() *cobra.Command {
 			s.warn(cmd.ErrOrStderr(), nil)
 			now := time.Now()
 			var err error
-			if f.Since, err = relay.ParseReplayTime("--since", since, now); err != nil {
+			if f.Since, err = ops.ParseReplayTime("--since", since, now); err != nil {
 				return err
 			}
-			if f.Until, err = relay.ParseReplayTime("--until", until, now); err != nil {
+			if f.Until, err = ops.ParseReplayTime("--until", until, now); err != nil {
 				return err
 			}
 			if rate < 0 {
@@ -52,7 +52,7 @@ func replayCommand() *cobra.Command {
 			if s.relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}
-			if err := relay.CheckReplay(s.relay, f, now); err != nil {
+			if err := ops.CheckReplay(s.relay, f, now); err != nil {
 				return runtimeError{err}
 			}
 			if !dryRun && !ignorePause {
@@ -64,12 +64,12 @@ func replayCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pool, err := relay.OpenPool(cmd.Context(), s.relay)
+			pool, err := ops.OpenPool(cmd.Context(), s.relay)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			opts := relay.ReplayOptions{Filter: f, ID: relay.NewReplayID(), DryRun: dryRun, Rate: rate}
+			opts := ops.ReplayOptions{Filter: f, ID: ops.NewReplayID(), DryRun: dryRun, Rate: rate}
 			cfg := s.relay
 			if !dryRun {
 				if err := s.sinks.Validate(); err != nil {
@@ -85,12 +85,12 @@ func replayCommand() *cobra.Command {
 			}
 			progress := newProgressPrinter(cmd.ErrOrStderr())
 			opts.OnProgress, opts.ProgressInterval = progress.print, progress.every
-			pr, err := relay.Replay(cmd.Context(), pool, cfg.Sink, cfg, opts)
+			pr, err := ops.Replay(cmd.Context(), pool, cfg.Sink, cfg, opts)
 			out := cmd.OutOrStdout()
 			if dryRun {
 				fmt.Fprintf(out, "would replay %d event(s)\n", pr.Total)
 			} else {
-				fmt.Fprintf(out, "replayed %d event(s) of %d (replay %s: header %s)\n", pr.Sent, pr.Total, pr.ID, relay.ReplayHeader)
+				fmt.Fprintf(out, "replayed %d event(s) of %d (replay %s: header %s)\n", pr.Sent, pr.Total, pr.ID, ops.ReplayHeader)
 			}
 			if err != nil {
 				return runtimeError{err}
@@ -137,7 +137,7 @@ func newProgressPrinter(w io.Writer) *progressPrinter {
 	return p
 }
 
-func (p *progressPrinter) print(pr relay.ReplayProgress) {
+func (p *progressPrinter) print(pr ops.ReplayProgress) {
 	if pr.DryRun {
 		return
 	}

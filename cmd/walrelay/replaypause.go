@@ -32,7 +32,7 @@ func refuseWhilePaused(ctx context.Context, s *settings, w io.Writer, now time.T
 		return nil
 	}
 	var st relayPause
-	err = adminRequest(ctx, http.MethodGet, base+"/pause", s.relay.AdminToken, &st)
+	err = adminRequest(ctx, http.MethodGet, base+"/pause", s.admin.Token, &st)
 	var refusal adminRefusal
 	var unreachable *url.Error
 	switch {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/walrelay/walrelay/admin"
 	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -39,6 +40,7 @@ type setting struct {
 // settings holds what the subcommands configure and how each value is parsed.
 type settings struct {
 	relay     relay.Config
+	admin     admin.Options // the listener: metrics-addr, admin-token, admin-hosts, pprof
 	sinks     sinks.Config
 	logLevel  string
 	logFormat string
@@ -57,7 +59,7 @@ type settings struct {
 
 func newSettings() *settings {
 	s := &settings{relay: relay.DefaultConfig(), sinks: sinks.DefaultConfig(), logLevel: "info", logFormat: "json", dbAuth: authPassword}
-	s.relay.MetricsAddr = "127.0.0.1:9731" // loopback: exposing metrics is the operator's choice
+	s.admin.Addr = "127.0.0.1:9731" // loopback: exposing metrics is the operator's choice
 	c, b := &s.relay, &s.sinks
 	s.all = []setting{
 		urlSetting("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
@@ -188,20 +190,20 @@ func newSettings() *settings {
 		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at and at most 3·2^30 xids of age", &c.Retention),
-		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &c.MetricsAddr),
+		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &s.admin.Addr),
 		{name: "admin-url", usage: "status, pause, resume and replay: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
 			"and replay whether it is paused (empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true, kind: kindURL,
 			set: func(v string) error { s.adminAddr = v; return nil }},
 		{name: "start-paused", usage: "start paused: hold the slot, read and publish nothing until resumed (walrelay resume, POST /resume)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &c.StartPaused) }},
 		str("admin-token", "bearer token the admin API and the profiler on the metrics address ask for (prefer the environment or the file); "+
-			"required for them on a non-loopback address; without one on loopback every local process may call them", &c.AdminToken),
+			"required for them on a non-loopback address; without one on loopback every local process may call them", &s.admin.Token),
 		{name: "admin-hosts", usage: "names the admin API and the profiler answer requests to, comma-separated, besides loopback addresses, " +
 			"localhost and the address the relay is reached at (e.g. walrelay,walrelay.ops.svc): a request to another Host is refused, " +
 			"which keeps web pages out (DNS rebinding)", kind: kindList,
-			set: func(v string) error { c.AdminHosts = splitList(v); return nil }},
+			set: func(v string) error { s.admin.Hosts = splitList(v); return nil }},
 		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address, behind the admin API's checks and token",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &c.Pprof) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &s.admin.Pprof) }},
 		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),
 		dur("stall-timeout", "lag growing with no confirmed progress for this long marks the relay stalled", &c.StallTimeout),
 		dur("heartbeat-interval", "write a logical message this often while idle so the slot advances (0: off)", &c.HeartbeatInterval),
@@ -657,7 +659,7 @@ func (s *settings) checkedConfig(logger *slog.Logger) (relay.Config, error) {
 	}
 	envelope := checkEnvelope(s.sinks, cfg.OutboxTables())
 	expand := setExpandedSchemaName(&s.sinks, cfg.OutboxTables())
-	return cfg, errors.Join(s.sinks.Validate(), cfg.Validate(), eoSink, partitionSink, envelope, expand, s.checkSQS(cfg))
+	return cfg, errors.Join(s.sinks.Validate(), cfg.Validate(), s.admin.Validate(), eoSink, partitionSink, envelope, expand, s.checkSQS(cfg))
 }
 
 // openSink logs the start and builds the sink of cfg (checkedConfig's).

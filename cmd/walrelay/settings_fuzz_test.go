@@ -40,6 +40,7 @@ func FuzzConfigFile(f *testing.F) {
 			return
 		}
 		_ = s.relay.Validate()
+		_ = s.admin.Validate()
 		if len(s.databases) > 0 {
 			dbs, err := s.databaseSettings(fs)
 			if err != nil {

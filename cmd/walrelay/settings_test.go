@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
@@ -287,26 +288,26 @@ func TestNearest(t *testing.T) {
 // status exits with the code of the most telling problem: the relay's own word, then
 // no relay, then waiting rows, then the rest.
 func TestStatusCode(t *testing.T) {
-	p := func(checks ...relay.Check) []relay.Problem {
-		var ps []relay.Problem
+	p := func(checks ...ops.Check) []ops.Problem {
+		var ps []ops.Problem
 		for _, c := range checks {
-			ps = append(ps, relay.Problem{Check: c})
+			ps = append(ps, ops.Problem{Check: c})
 		}
 		return ps
 	}
 	for _, tc := range []struct {
-		problems []relay.Problem
+		problems []ops.Problem
 		want     int
 	}{
 		{nil, 0},
-		{p(relay.CheckDeadLetters), 1},
-		{p(relay.CheckPending, relay.CheckDeadLetters), 5},
-		{p(relay.CheckPending, relay.CheckNotStreamed), 4},
-		{p(relay.CheckNotStreamed, relay.CheckRelayNotReady, relay.CheckPending), 6},
-		{p(relay.CheckDatabase), 3},
-		{p(relay.Check("something new")), 1},
+		{p(ops.CheckDeadLetters), 1},
+		{p(ops.CheckPending, ops.CheckDeadLetters), 5},
+		{p(ops.CheckPending, ops.CheckNotStreamed), 4},
+		{p(ops.CheckNotStreamed, ops.CheckRelayNotReady, ops.CheckPending), 6},
+		{p(ops.CheckDatabase), 3},
+		{p(ops.Check("something new")), 1},
 	} {
-		if got := relay.StatusExitCode(tc.problems); got != tc.want {
+		if got := ops.StatusExitCode(tc.problems); got != tc.want {
 			t.Errorf("StatusExitCode(%v) = %d, want %d", tc.problems, got, tc.want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -28,7 +29,7 @@ var tableSettings = []string{"table", "column-id", "column-aggregate-type", "col
 
 func statusCommand() *cobra.Command {
 	s := newSettings()
-	limits := relay.StatusLimits{MaxPendingAge: 30 * time.Second}
+	limits := ops.StatusLimits{MaxPendingAge: 30 * time.Second}
 	var asJSON bool
 	var stallTimeout time.Duration
 	var only string
@@ -71,11 +72,11 @@ func statusCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			st, err := readStatus(cmd.Context(), s.relay, limits)
-			code := relay.StatusExitCode(st.Problems)
+			code := ops.StatusExitCode(st.Problems)
 			if asJSON {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(relay.NewStatusReport(st)); err != nil {
+				if err := enc.Encode(ops.NewStatusReport(st)); err != nil {
 					return runtimeError{err}
 				}
 			} else {
@@ -99,13 +100,13 @@ func statusCommand() *cobra.Command {
 	return cmd
 }
 
-// readStatus is relay.ReadStatus, with a database that cannot be read as its problem,
+// readStatus is ops.ReadStatus, with a database that cannot be read as its problem,
 // and the loaded URLs redacted in what it says.
-func readStatus(ctx context.Context, cfg relay.Config, limits relay.StatusLimits) (*relay.Status, error) {
-	st, err := relay.ReadStatus(ctx, cfg, limits)
+func readStatus(ctx context.Context, cfg relay.Config, limits ops.StatusLimits) (*ops.Status, error) {
+	st, err := ops.ReadStatus(ctx, cfg, limits)
 	if err != nil {
-		st = &relay.Status{Slot: cfg.Slot, Publication: cfg.Publication,
-			Problems: []relay.Problem{{Check: relay.CheckDatabase, Message: explain(err).Error()}}}
+		st = &ops.Status{Slot: cfg.Slot, Publication: cfg.Publication,
+			Problems: []ops.Problem{{Check: ops.CheckDatabase, Message: explain(err).Error()}}}
 	}
 	redactStatus(st)
 	return st, err
@@ -114,14 +115,14 @@ func readStatus(ctx context.Context, cfg relay.Config, limits relay.StatusLimits
 // databasesReport is what status --json prints for a databases list: each
 // database's report, by name, and the verdict of them all.
 type databasesReport struct {
-	Databases map[string]relay.StatusReport `json:"databases"`
-	OK        bool                          `json:"ok"`
-	ExitCode  int                           `json:"exit_code"`
+	Databases map[string]ops.StatusReport `json:"databases"`
+	OK        bool                        `json:"ok"`
+	ExitCode  int                         `json:"exit_code"`
 }
 
 // statusDatabases is status for each database of the file's databases list, or
 // the one only names: each asked of the relay as /readyz?database=NAME.
-func statusDatabases(cmd *cobra.Command, s *settings, only string, limits relay.StatusLimits, asJSON bool) error {
+func statusDatabases(cmd *cobra.Command, s *settings, only string, limits ops.StatusLimits, asJSON bool) error {
 	if len(s.databases) == 0 {
 		return fmt.Errorf("--database %s: the configuration lists no databases (a file's databases: list)", only)
 	}
@@ -137,8 +138,8 @@ func statusDatabases(cmd *cobra.Command, s *settings, only string, limits relay.
 		return err
 	}
 	out := cmd.OutOrStdout()
-	report := databasesReport{Databases: map[string]relay.StatusReport{}}
-	var all []relay.Problem
+	report := databasesReport{Databases: map[string]ops.StatusReport{}}
+	var all []ops.Problem
 	for _, d := range entries {
 		if only != "" && d.entry != only {
 			continue
@@ -151,14 +152,14 @@ func statusDatabases(cmd *cobra.Command, s *settings, only string, limits relay.
 		st, err := readStatus(cmd.Context(), d.relay, l)
 		all = append(all, st.Problems...)
 		if asJSON {
-			report.Databases[d.entry] = relay.NewStatusReport(st)
+			report.Databases[d.entry] = ops.NewStatusReport(st)
 			continue
 		}
 		fmt.Fprintf(out, "database %s\n", d.entry)
 		printStatus(out, st, err == nil)
 		fmt.Fprintln(out)
 	}
-	code := relay.StatusExitCode(all)
+	code := ops.StatusExitCode(all)
 	if asJSON {
 		report.OK, report.ExitCode = code == 0, code
 		enc := json.NewEncoder(out)
@@ -184,12 +185,12 @@ func (s *settings) adminURL() (url string, required bool, err error) {
 		}
 		return u, true, nil
 	}
-	if s.relay.MetricsAddr == "" {
+	if s.admin.Addr == "" {
 		return "", false, nil
 	}
-	host, port, err := net.SplitHostPort(s.relay.MetricsAddr)
+	host, port, err := net.SplitHostPort(s.admin.Addr)
 	if err != nil {
-		return "", false, fmt.Errorf("metrics-addr %q: %w", s.relay.MetricsAddr, err)
+		return "", false, fmt.Errorf("metrics-addr %q: %w", s.admin.Addr, err)
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
@@ -197,7 +198,7 @@ func (s *settings) adminURL() (url string, required bool, err error) {
 	return "http://" + net.JoinHostPort(host, port), false, nil
 }
 
-func printStatus(w io.Writer, st *relay.Status, read bool) {
+func printStatus(w io.Writer, st *ops.Status, read bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	yesNo := map[bool]string{true: "yes", false: "no"}
 	ago := func(t time.Time) string {

@@ -1,4 +1,4 @@
-package relay_test
+package admin_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/ops"
 )
 
 // A paused relay publishes nothing, replays included: a replay started over the
@@ -34,17 +34,17 @@ func TestAdminReplayWhilePausedPublishesNothing(t *testing.T) {
 	replayed := func(id string) int {
 		n := 0
 		for _, rec := range consumer.Records {
-			if testenv.Header(rec, relay.ReplayHeader) == id {
+			if testenv.Header(rec, ops.ReplayHeader) == id {
 				n++
 			}
 		}
 		return n
 	}
-	var pr relay.ReplayProgress
-	progress := func(id string) relay.ReplayProgress {
+	var pr ops.ReplayProgress
+	progress := func(id string) ops.ReplayProgress {
 		t.Helper()
 		code, body := adminCall(t, "GET", base+"/replay/"+id, "", "")
-		pr = relay.ReplayProgress{}
+		pr = ops.ReplayProgress{}
 		if err := json.Unmarshal(body, &pr); code != http.StatusOK || err != nil {
 			t.Fatalf("GET /replay/%s: %d %s (%v)", id, code, body, err)
 		}
@@ -81,7 +81,7 @@ func TestAdminReplayWhilePausedPublishesNothing(t *testing.T) {
 	held := startReplay(`{"event_type": "order.replayed"}`)
 	waitFor(t, 30*time.Second, "the replay started while paused to count its rows and wait", func() bool {
 		p := progress(held)
-		return p.Waiting == relay.ReplayWaitingPaused && p.Total == int64(len(evs))
+		return p.Waiting == ops.ReplayWaitingPaused && p.Total == int64(len(evs))
 	})
 	// An observation window, not a synchronisation: a replay that publishes would
 	// have published its 40 events within it many times over.
@@ -89,7 +89,7 @@ func TestAdminReplayWhilePausedPublishesNothing(t *testing.T) {
 	if n := replayed(held); n != 0 {
 		t.Fatalf("a replay started while paused published %d records before the resume", n)
 	}
-	if p := progress(held); p.Sent != 0 || p.Done || p.Waiting != relay.ReplayWaitingPaused {
+	if p := progress(held); p.Sent != 0 || p.Done || p.Waiting != ops.ReplayWaitingPaused {
 		t.Fatalf("replay progress while paused: %+v, want none sent, not done, waiting paused", p)
 	}
 	pause("resume")
@@ -108,7 +108,7 @@ func TestAdminReplayWhilePausedPublishesNothing(t *testing.T) {
 	}
 	pause("pause")
 	waitFor(t, 30*time.Second, "the paced replay to wait for the resume", func() bool {
-		return progress(paced).Waiting == relay.ReplayWaitingPaused
+		return progress(paced).Waiting == ops.ReplayWaitingPaused
 	})
 	// Observation windows: unpaused, the replay would be done within the first.
 	consumer.WaitFor(2*time.Second, func() bool { return false })

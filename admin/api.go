@@ -1,24 +1,28 @@
-package relay
+package admin
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/walrelay/walrelay/ops"
+	"github.com/walrelay/walrelay/relay"
 )
 
 // The admin API shares the metrics listener: GET /status, GET and POST /pause,
 // POST /resume, GET /dlq, POST /dlq/retry, POST /replay and GET /replay/ID. On a loopback address it is open unless a token is
 // set; on any other address it needs AdminToken, and without one it is off (403)
 // rather than open to the network (docs/operations.md). Web pages are kept out by
-// adminGuard (adminguard.go).
+// adminGuard (guard.go).
 
 // adminStatusLimits are GET /status's bounds when the request names none: those of
 // `walrelay status`.
-var adminStatusLimits = StatusLimits{MaxPendingAge: 30 * time.Second}
+var adminStatusLimits = ops.StatusLimits{MaxPendingAge: 30 * time.Second}
 
 // dlqPageLimit is GET /dlq's page size when the request names none, and its largest.
 const (
@@ -26,41 +30,52 @@ const (
 	dlqPageLimitMax = 1000
 )
 
+// relayAPI is the admin API of one relay: the relay, and the replays started
+// through it.
+type relayAPI struct {
+	r       *relay.Relay
+	replays replayJobs
+}
+
 // adminRoutes are the admin API's patterns, each with the handler that answers it
 // for one relay.
-func adminRoutes(ctx context.Context) map[string]func(*Relay) http.Handler {
-	return map[string]func(*Relay) http.Handler{
-		"GET /status": func(r *Relay) http.Handler { return http.HandlerFunc(r.serveStatus) },
-		"GET /pause": func(r *Relay) http.Handler {
+func adminRoutes(ctx context.Context) map[string]func(*relayAPI) http.Handler {
+	return map[string]func(*relayAPI) http.Handler{
+		"GET /status": func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveStatus) },
+		"GET /pause": func(a *relayAPI) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				writeJSON(w, http.StatusOK, r.pauseNow())
+				writeJSON(w, http.StatusOK, pauseNow(a.r))
 			})
 		},
-		"POST /pause": func(r *Relay) http.Handler {
+		"POST /pause": func(a *relayAPI) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				writeJSON(w, http.StatusOK, pauseAnswer{Paused: true, Changed: r.pauseBecause("POST /pause (walrelay pause)")})
+				writeJSON(w, http.StatusOK, pauseAnswer{Paused: true, Changed: a.r.PauseBecause("POST /pause (walrelay pause)")})
 			})
 		},
-		"POST /resume": func(r *Relay) http.Handler {
+		"POST /resume": func(a *relayAPI) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				writeJSON(w, http.StatusOK, pauseAnswer{Paused: false, Changed: r.Resume()})
+				writeJSON(w, http.StatusOK, pauseAnswer{Paused: false, Changed: a.r.Resume()})
 			})
 		},
-		"GET /dlq":         func(r *Relay) http.Handler { return http.HandlerFunc(r.serveDeadLetters) },
-		"POST /dlq/retry":  func(r *Relay) http.Handler { return http.HandlerFunc(r.serveRetry) },
-		"POST /replay":     func(r *Relay) http.Handler { return r.serveReplay(ctx) },
-		"GET /replay/{id}": func(r *Relay) http.Handler { return http.HandlerFunc(r.serveReplayProgress) },
+		"GET /dlq":         func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveDeadLetters) },
+		"POST /dlq/retry":  func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveRetry) },
+		"POST /replay":     func(a *relayAPI) http.Handler { return a.serveReplay(ctx) },
+		"GET /replay/{id}": func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveReplayProgress) },
 	}
 }
 
 // adminHandlers registers the admin API on mux, behind guard, for the relays by
 // name: a request names its database with ?database=NAME, which it may leave out
 // when there is one (pickDatabase).
-func adminHandlers(ctx context.Context, mux *http.ServeMux, guard func(http.Handler) http.Handler, relays []Member) {
+func adminHandlers(ctx context.Context, mux *http.ServeMux, guard func(http.Handler) http.Handler, relays []relay.Member) {
+	apis := make(map[string]*relayAPI, len(relays))
+	for _, m := range relays {
+		apis[m.Name] = &relayAPI{r: m.Relay}
+	}
 	for pattern, route := range adminRoutes(ctx) {
 		byName := make(map[string]http.Handler, len(relays))
-		for _, m := range relays {
-			byName[m.Name] = route(m.Relay)
+		for name, a := range apis {
+			byName[name] = route(a)
 		}
 		mux.Handle(pattern, guard(pickDatabase(byName)))
 	}
@@ -100,6 +115,25 @@ type pauseAnswer struct {
 	Changed bool `json:"changed"`
 }
 
+// pauseState is GET /pause's answer: whether the relay is paused, and since when
+// and why when it is.
+type pauseState struct {
+	Paused bool       `json:"paused"`
+	Since  *time.Time `json:"since,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+}
+
+// pauseNow is r's pause state, as GET /pause answers it.
+func pauseNow(r *relay.Relay) pauseState {
+	ps := r.PauseState()
+	st := pauseState{Paused: ps.Paused, Reason: ps.Reason}
+	if !ps.Since.IsZero() {
+		since := ps.Since
+		st.Since = &since
+	}
+	return st
+}
+
 // adminError is the body of every admin API error.
 type adminError struct {
 	Error string `json:"error"`
@@ -108,7 +142,7 @@ type adminError struct {
 // serveStatus answers what `walrelay status --json` prints, with the relay's own
 // readiness in place of asking it over HTTP. max_pending_age and max_dead_letters
 // set the bounds as status's flags do.
-func (r *Relay) serveStatus(w http.ResponseWriter, req *http.Request) {
+func (a *relayAPI) serveStatus(w http.ResponseWriter, req *http.Request) {
 	limits := adminStatusLimits
 	q := req.URL.Query()
 	if v := q.Get("max_pending_age"); v != "" {
@@ -127,24 +161,26 @@ func (r *Relay) serveStatus(w http.ResponseWriter, req *http.Request) {
 		}
 		limits.MaxDeadLetters = n
 	}
-	st, err := ReadStatus(req.Context(), r.cfg, limits)
+	cfg := a.r.Config()
+	st, err := ops.ReadStatus(req.Context(), cfg, limits)
 	if err != nil {
-		st = &Status{Slot: r.cfg.Slot, Publication: r.cfg.Publication,
-			Problems: []Problem{{Check: CheckDatabase, Message: err.Error()}}}
+		st = &ops.Status{Slot: cfg.Slot, Publication: cfg.Publication,
+			Problems: []ops.Problem{{Check: ops.CheckDatabase, Message: err.Error()}}}
 	}
-	st.Relay = r.health()
+	st.Relay = health(a.r)
 	if !st.Relay.Ready {
-		st.problem(CheckRelayNotReady, "the relay is not ready: %s", st.Relay.Answer)
+		st.Problems = append(st.Problems, ops.Problem{Check: ops.CheckRelayNotReady,
+			Message: fmt.Sprintf("the relay is not ready: %s", st.Relay.Answer)})
 	}
-	writeJSON(w, http.StatusOK, NewStatusReport(st))
+	writeJSON(w, http.StatusOK, ops.NewStatusReport(st))
 }
 
 // health is what the relay says of itself: /readyz's answer and when it last
 // confirmed events.
-func (r *Relay) health() *RelayHealth {
+func health(r *relay.Relay) *ops.RelayHealth {
 	ready, why := r.Ready()
-	h := &RelayHealth{URL: "self", Reachable: true, Ready: ready, Answer: why}
-	if at := r.eventsConfirmedAt.Load(); at != nil {
+	h := &ops.RelayHealth{URL: "self", Reachable: true, Ready: ready, Answer: why}
+	if at := r.EventsConfirmedAt(); at != nil {
 		h.EventsConfirmedAt = at
 	}
 	return h
@@ -152,17 +188,17 @@ func (r *Relay) health() *RelayHealth {
 
 // deadLetterPage is GET /dlq's answer.
 type deadLetterPage struct {
-	DeadLetters []TableDeadLetter `json:"dead_letters"`
-	Offset      int               `json:"offset"`
-	Limit       int               `json:"limit"`
+	DeadLetters []ops.TableDeadLetter `json:"dead_letters"`
+	Offset      int                   `json:"offset"`
+	Limit       int                   `json:"limit"`
 	// NextOffset is the offset of the next page; absent on the last.
 	NextOffset *int `json:"next_offset,omitempty"`
 }
 
 // serveDeadLetters lists dead letters with their last error, oldest first, a page
 // at a time: ?offset=N&limit=M (limit 100 by default, at most 1000).
-func (r *Relay) serveDeadLetters(w http.ResponseWriter, req *http.Request) {
-	dl := r.deadLetters.Load()
+func (a *relayAPI) serveDeadLetters(w http.ResponseWriter, req *http.Request) {
+	dl := deadLetters(a.r)
 	if dl == nil {
 		writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not checked its outbox tables yet; ask again shortly"})
 		return
@@ -196,8 +232,8 @@ type retryRequest struct {
 }
 
 // serveRetry gives dead letters a fresh set of attempts, as `walrelay dlq retry` does.
-func (r *Relay) serveRetry(w http.ResponseWriter, req *http.Request) {
-	dl := r.deadLetters.Load()
+func (a *relayAPI) serveRetry(w http.ResponseWriter, req *http.Request) {
+	dl := deadLetters(a.r)
 	if dl == nil {
 		writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not checked its outbox tables yet; ask again shortly"})
 		return
@@ -219,6 +255,16 @@ func (r *Relay) serveRetry(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"reset": n})
+}
+
+// deadLetters are r's dead letters, once it has checked its outbox tables; nil
+// before.
+func deadLetters(r *relay.Relay) *ops.DeadLetters {
+	stores := r.Stores()
+	if stores == nil {
+		return nil
+	}
+	return ops.DeadLettersOf(stores)
 }
 
 // queryInt parses a query parameter within [lo, hi] (hi < 0: no upper bound),

@@ -1,4 +1,4 @@
-package relay_test
+package admin_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/ops"
 )
 
 // adminCall sends method to url with token (none when empty) and body (JSON), and
@@ -192,7 +192,7 @@ func TestAdminAPIAuthAndEndpoints(t *testing.T) {
 	replayed := func() int {
 		n := 0
 		for _, rec := range consumer.Records {
-			if testenv.Header(rec, relay.ReplayHeader) == job.ID {
+			if testenv.Header(rec, ops.ReplayHeader) == job.ID {
 				n++
 			}
 		}

@@ -1,4 +1,4 @@
-package relay
+package ops
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 	"github.com/walrelay/walrelay/internal/redact"
 )
 
-// RelayHealth is what a running relay says of itself over HTTP (http.go).
+// RelayHealth is what a running relay says of itself over HTTP (package admin).
 type RelayHealth struct {
 	URL       string `json:"url"`
 	Reachable bool   `json:"reachable"`

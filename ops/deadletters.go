@@ -1,4 +1,4 @@
-package relay
+package ops
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -31,7 +32,7 @@ type TableDeadLetter struct {
 
 // OpenDeadLetters reads the shapes of cfg's outbox tables (one, or its Tables) and
 // returns their dead letters' books on pool.
-func OpenDeadLetters(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*DeadLetters, error) {
+func OpenDeadLetters(ctx context.Context, pool *pgxpool.Pool, cfg relay.Config) (*DeadLetters, error) {
 	d := &DeadLetters{}
 	for _, t := range cfg.OutboxTables() {
 		shape, err := replication.DescribeTable(ctx, pool, t.Table, t.Columns)
@@ -89,4 +90,13 @@ func (d *DeadLetters) sum(fn func(deadLetterTable) (int64, error)) (int64, error
 		n += changed
 	}
 	return n, nil
+}
+
+// DeadLettersOf are the dead letters of a running relay's tables (Relay.Stores).
+func DeadLettersOf(stores []relay.TableStore) *DeadLetters {
+	d := &DeadLetters{}
+	for _, s := range stores {
+		d.tables = append(d.tables, deadLetterTable{s.Name, s.Store})
+	}
+	return d
 }

@@ -1,4 +1,4 @@
-package relay_test
+package admin_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/admin"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
@@ -41,17 +42,21 @@ func TestGroupAddressesEachDatabase(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	const token = "group-token"
-	g, err := relay.NewGroup(relay.GroupConfig{MetricsAddr: addr, AdminToken: token, Pprof: true, Logger: logger}, dbs)
+	g, err := relay.NewGroup(relay.GroupConfig{Logger: logger}, dbs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done, served := make(chan error, 1), make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
+	go func() { served <- admin.ServeGroup(ctx, g, admin.Options{Addr: addr, Token: token, Pprof: true}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("group Run: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("admin.ServeGroup: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("logs:\n%s", logs.String())
@@ -59,7 +64,7 @@ func TestGroupAddressesEachDatabase(t *testing.T) {
 	})
 	base := "http://" + addr
 	testenv.WaitFor(t, 30*time.Second, "both databases to stream", func() bool {
-		resp, err := http.Get(base + "/readyz") // refused until Run listens
+		resp, err := http.Get(base + "/readyz") // refused until ServeGroup listens
 		if err != nil {
 			return false
 		}

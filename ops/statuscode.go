@@ -1,4 +1,4 @@
-package relay
+package ops
 
 // statusCodes are the exit codes of `walrelay status`, per check. When several
 // problems are found the code is that of the first check in statusOrder.

@@ -1,4 +1,4 @@
-package relay
+package admin
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/walrelay/walrelay/ops"
 )
 
 // maxReplayJobs is how many replays GET /replay/ID remembers, the newest.
@@ -15,15 +17,15 @@ const maxReplayJobs = 100
 // replayJobs are the replays started over the admin API, by id.
 type replayJobs struct {
 	mu    sync.Mutex
-	jobs  map[string]*ReplayProgress
+	jobs  map[string]*ops.ReplayProgress
 	order []string // ids, oldest first
 }
 
-func (j *replayJobs) set(p ReplayProgress) {
+func (j *replayJobs) set(p ops.ReplayProgress) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.jobs == nil {
-		j.jobs = map[string]*ReplayProgress{}
+		j.jobs = map[string]*ops.ReplayProgress{}
 	}
 	if _, ok := j.jobs[p.ID]; !ok {
 		j.order = append(j.order, p.ID)
@@ -35,12 +37,12 @@ func (j *replayJobs) set(p ReplayProgress) {
 	j.jobs[p.ID] = &p
 }
 
-func (j *replayJobs) get(id string) (ReplayProgress, bool) {
+func (j *replayJobs) get(id string) (ops.ReplayProgress, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	p, ok := j.jobs[id]
 	if !ok {
-		return ReplayProgress{}, false
+		return ops.ReplayProgress{}, false
 	}
 	return *p, true
 }
@@ -61,7 +63,7 @@ type replayRequest struct {
 // serveReplay starts a replay through the relay's own sink and answers 202 with its
 // id; GET /replay/ID shows its progress, with waiting "paused" while the relay is.
 // What the command refuses it refuses, with 409.
-func (r *Relay) serveReplay(ctx context.Context) http.HandlerFunc {
+func (a *relayAPI) serveReplay(ctx context.Context) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		var body replayRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20))
@@ -70,14 +72,15 @@ func (r *Relay) serveReplay(ctx context.Context) http.HandlerFunc {
 			writeJSON(w, http.StatusBadRequest, adminError{`want a JSON body of filters, e.g. {"since": "2h", "event_type": "order.created"}: ` + err.Error()})
 			return
 		}
+		r, cfg := a.r, a.r.Config()
 		now := time.Now()
-		f := ReplayFilter{AggregateType: body.AggregateType, AggregateID: body.AggregateID, EventType: body.EventType, IDs: body.IDs}
+		f := ops.ReplayFilter{AggregateType: body.AggregateType, AggregateID: body.AggregateID, EventType: body.EventType, IDs: body.IDs}
 		var err error
-		if f.Since, err = ParseReplayTime("since", body.Since, now); err != nil {
+		if f.Since, err = ops.ParseReplayTime("since", body.Since, now); err != nil {
 			writeJSON(w, http.StatusBadRequest, adminError{err.Error()})
 			return
 		}
-		if f.Until, err = ParseReplayTime("until", body.Until, now); err != nil {
+		if f.Until, err = ops.ParseReplayTime("until", body.Until, now); err != nil {
 			writeJSON(w, http.StatusBadRequest, adminError{err.Error()})
 			return
 		}
@@ -85,35 +88,36 @@ func (r *Relay) serveReplay(ctx context.Context) http.HandlerFunc {
 			writeJSON(w, http.StatusBadRequest, adminError{"rate: want 0 (no limit) or a positive number of events per second"})
 			return
 		}
-		if err := CheckReplay(r.cfg, f, now); err != nil {
+		if err := ops.CheckReplay(cfg, f, now); err != nil {
 			writeJSON(w, http.StatusConflict, adminError{err.Error()})
 			return
 		}
-		if r.pool == nil {
+		pool := r.Pool()
+		if pool == nil {
 			writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not connected to the database yet; ask again shortly"})
 			return
 		}
 		// The poller's share of the sink's buffers: the stream keeps its window. A
 		// paused relay publishes nothing, replays included: the replay waits.
-		opts := ReplayOptions{Filter: f, ID: NewReplayID(), DryRun: body.DryRun, Rate: body.Rate,
-			MaxInFlight: max(r.cfg.PollBatchSize, 1), ProgressInterval: time.Second, OnProgress: r.replays.set, Pause: &r.pause}
-		started := ReplayProgress{ID: opts.ID, StartedAt: now.UTC(), DryRun: opts.DryRun}
-		if r.pause.Paused() && !opts.DryRun {
-			started.Waiting = ReplayWaitingPaused
+		opts := ops.ReplayOptions{Filter: f, ID: ops.NewReplayID(), DryRun: body.DryRun, Rate: body.Rate,
+			MaxInFlight: max(cfg.PollBatchSize, 1), ProgressInterval: time.Second, OnProgress: a.replays.set, Pause: r.PauseGate()}
+		started := ops.ReplayProgress{ID: opts.ID, StartedAt: now.UTC(), DryRun: opts.DryRun}
+		if r.Paused() && !opts.DryRun {
+			started.Waiting = ops.ReplayWaitingPaused
 		}
-		r.replays.set(started)
+		a.replays.set(started)
 		if started.Waiting != "" {
-			r.log.Info("replay started; it waits for the resume: a paused relay publishes nothing", "replay", opts.ID, "filter", f)
+			r.Logger().Info("replay started; it waits for the resume: a paused relay publishes nothing", "replay", opts.ID, "filter", f)
 		} else {
-			r.log.Info("replay started", "replay", opts.ID, "filter", f)
+			r.Logger().Info("replay started", "replay", opts.ID, "filter", f)
 		}
 		go func() {
-			pr, err := Replay(ctx, r.pool, r.cfg.Sink, r.cfg, opts)
+			pr, err := ops.Replay(ctx, pool, r.Sink(), cfg, opts)
 			if err != nil {
-				r.log.Warn("replay ended with an error", "replay", pr.ID, "sent", pr.Sent, "total", pr.Total, "err", err)
+				r.Logger().Warn("replay ended with an error", "replay", pr.ID, "sent", pr.Sent, "total", pr.Total, "err", err)
 				return
 			}
-			r.log.Info("replay done", "replay", pr.ID, "sent", pr.Sent, "total", pr.Total, "dry_run", pr.DryRun)
+			r.Logger().Info("replay done", "replay", pr.ID, "sent", pr.Sent, "total", pr.Total, "dry_run", pr.DryRun)
 		}()
 		answer := map[string]string{"id": opts.ID, "progress": "/replay/" + opts.ID}
 		if started.Waiting != "" {
@@ -124,9 +128,9 @@ func (r *Relay) serveReplay(ctx context.Context) http.HandlerFunc {
 }
 
 // serveReplayProgress answers a replay's progress.
-func (r *Relay) serveReplayProgress(w http.ResponseWriter, req *http.Request) {
+func (a *relayAPI) serveReplayProgress(w http.ResponseWriter, req *http.Request) {
 	id := strings.TrimSpace(req.PathValue("id"))
-	p, ok := r.replays.get(id)
+	p, ok := a.replays.get(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, adminError{"no replay " + id + " here (the relay remembers its last 100, since it started)"})
 		return

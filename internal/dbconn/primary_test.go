@@ -1,9 +1,11 @@
-package relay
+package dbconn_test
 
 import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/internal/dbconn"
 )
 
 // A multi-host URL's primary is the same URL asking for the read-write server; a URL
@@ -19,9 +21,9 @@ func TestPrimaryOfHosts(t *testing.T) {
 			"host=db-1,db-2 user=relay dbname=app target_session_attrs=prefer-standby target_session_attrs=read-write"},
 		{"host=db-1 user=relay dbname=app", ""},
 	} {
-		got := primaryOfHosts(tc.url)
+		got := dbconn.PrimaryOfHosts(tc.url)
 		if got != tc.want {
-			t.Errorf("primaryOfHosts(%q) = %q, want %q", tc.url, got, tc.want)
+			t.Errorf("PrimaryOfHosts(%q) = %q, want %q", tc.url, got, tc.want)
 			continue
 		}
 		if got == "" {

@@ -1,4 +1,4 @@
-package relay_test
+package ops_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
@@ -81,7 +82,7 @@ func (e replayEnv) replayed(t *testing.T, id string, n int) map[string]int {
 		clear(got)
 		total := 0
 		for _, r := range e.cons.Records {
-			if testenv.Header(r, relay.ReplayHeader) == id {
+			if testenv.Header(r, ops.ReplayHeader) == id {
 				got[testenv.Header(r, "id")]++
 				total++
 			}
@@ -130,11 +131,11 @@ func TestReplayFiltersCountsAndHeaders(t *testing.T) {
 	}
 	before := e.books(t)
 
-	replay := func(id string, f relay.ReplayFilter, dry bool, rate float64) relay.ReplayProgress {
+	replay := func(id string, f ops.ReplayFilter, dry bool, rate float64) ops.ReplayProgress {
 		t.Helper()
-		var last relay.ReplayProgress
-		pr, err := relay.Replay(ctx, e.pool, e.sink, e.cfg, relay.ReplayOptions{Filter: f, ID: id, DryRun: dry, Rate: rate,
-			OnProgress: func(p relay.ReplayProgress) { last = p }})
+		var last ops.ReplayProgress
+		pr, err := ops.Replay(ctx, e.pool, e.sink, e.cfg, ops.ReplayOptions{Filter: f, ID: id, DryRun: dry, Rate: rate,
+			OnProgress: func(p ops.ReplayProgress) { last = p }})
 		if err != nil {
 			t.Fatalf("replay %s: %v", id, err)
 		}
@@ -144,14 +145,14 @@ func TestReplayFiltersCountsAndHeaders(t *testing.T) {
 		return pr
 	}
 
-	if pr := replay("dry", relay.ReplayFilter{AggregateID: "a"}, true, 0); pr.Total != 4 || pr.Sent != 0 {
+	if pr := replay("dry", ops.ReplayFilter{AggregateID: "a"}, true, 0); pr.Total != 4 || pr.Sent != 0 {
 		t.Errorf("dry run by aggregate id: %+v, want 4 counted and none sent", pr)
 	}
-	if pr := replay("dry-type", relay.ReplayFilter{AggregateType: "customer"}, true, 0); pr.Total != 1 {
+	if pr := replay("dry-type", ops.ReplayFilter{AggregateType: "customer"}, true, 0); pr.Total != 1 {
 		t.Errorf("dry run by aggregate type: %+v, want 1 counted", pr)
 	}
 
-	pr := replay("by-type", relay.ReplayFilter{EventType: "order.shipped"}, false, 0)
+	pr := replay("by-type", ops.ReplayFilter{EventType: "order.shipped"}, false, 0)
 	if pr.Total != 3 || pr.Sent != 3 {
 		t.Errorf("replay by event type: %+v, want 3 of 3", pr)
 	}
@@ -162,7 +163,7 @@ func TestReplayFiltersCountsAndHeaders(t *testing.T) {
 		}
 	}
 	for _, r := range e.cons.Records {
-		if testenv.Header(r, relay.ReplayHeader) != "by-type" {
+		if testenv.Header(r, ops.ReplayHeader) != "by-type" {
 			continue
 		}
 		if r.Topic != "outbox.event.order" || string(r.Key) != "b" || testenv.Header(r, "event_type") != "order.shipped" ||
@@ -171,17 +172,17 @@ func TestReplayFiltersCountsAndHeaders(t *testing.T) {
 		}
 	}
 
-	replay("by-id", relay.ReplayFilter{IDs: []string{created[1].ID, customer.ID}}, false, 0)
+	replay("by-id", ops.ReplayFilter{IDs: []string{created[1].ID, customer.ID}}, false, 0)
 	if got := e.replayed(t, "by-id", 2); got[created[1].ID] != 1 || got[customer.ID] != 1 {
 		t.Errorf("replay by id: %v, want %s and %s once each", got, created[1].ID, customer.ID)
 	}
 
 	now := time.Now()
-	pr = replay("by-time", relay.ReplayFilter{Since: now.Add(-3 * time.Hour), Until: now.Add(-time.Hour)}, false, 0)
+	pr = replay("by-time", ops.ReplayFilter{Since: now.Add(-3 * time.Hour), Until: now.Add(-time.Hour)}, false, 0)
 	if got := e.replayed(t, "by-time", 2); pr.Total != 2 || got[created[0].ID] != 1 || got[shipped[0].ID] != 1 {
 		t.Errorf("replay by time: %+v %v, want the two rows from two hours ago", pr, got)
 	}
-	pr = replay("by-time-and-aggregate", relay.ReplayFilter{Since: now.Add(-3 * time.Hour), AggregateID: "a"}, false, 0)
+	pr = replay("by-time-and-aggregate", ops.ReplayFilter{Since: now.Add(-3 * time.Hour), AggregateID: "a"}, false, 0)
 	if pr.Total != 4 {
 		t.Errorf("replay since 3h of aggregate a: %+v, want 4", pr)
 	}
@@ -189,7 +190,7 @@ func TestReplayFiltersCountsAndHeaders(t *testing.T) {
 
 	// Every event at 20 per second: the pacing hands the eighth over 7/20 s after the first.
 	began := time.Now()
-	pr = replay("paced", relay.ReplayFilter{}, false, 20)
+	pr = replay("paced", ops.ReplayFilter{}, false, 20)
 	if took := time.Since(began); pr.Sent != 8 || took < 350*time.Millisecond {
 		t.Errorf("paced replay: %+v in %s, want 8 sent in no less than 350ms", pr, took)
 	}
@@ -210,24 +211,24 @@ func TestReplayRefusedWhereRowsAreGone(t *testing.T) {
 
 	del := e.cfg
 	del.OnPublish = poller.Delete
-	_, err := relay.Replay(ctx, e.pool, e.sink, del, relay.ReplayOptions{ID: "deleted"})
+	_, err := ops.Replay(ctx, e.pool, e.sink, del, ops.ReplayOptions{ID: "deleted"})
 	if err == nil || !strings.Contains(err.Error(), "--on-publish delete") || !strings.Contains(err.Error(), "--on-publish progress") {
 		t.Fatalf("replay with --on-publish delete: %v, want a refusal naming the mode and what keeps rows", err)
 	}
 	kept := e.cfg
 	kept.Retention = time.Hour
-	_, err = relay.Replay(ctx, e.pool, e.sink, kept, relay.ReplayOptions{ID: "too-old",
-		Filter: relay.ReplayFilter{Since: time.Now().Add(-2 * time.Hour)}})
+	_, err = ops.Replay(ctx, e.pool, e.sink, kept, ops.ReplayOptions{ID: "too-old",
+		Filter: ops.ReplayFilter{Since: time.Now().Add(-2 * time.Hour)}})
 	if err == nil || !strings.Contains(err.Error(), "--retention 1h0m0s") {
 		t.Fatalf("replay from before the retention: %v, want a refusal naming --retention", err)
 	}
 	// Nothing was published: a replay that is allowed is the first record.
-	if _, err := relay.Replay(ctx, e.pool, e.sink, e.cfg, relay.ReplayOptions{ID: "allowed"}); err != nil {
+	if _, err := ops.Replay(ctx, e.pool, e.sink, e.cfg, ops.ReplayOptions{ID: "allowed"}); err != nil {
 		t.Fatal(err)
 	}
 	e.replayed(t, "allowed", 3)
 	for _, r := range e.cons.Records {
-		if id := testenv.Header(r, relay.ReplayHeader); id != "allowed" {
+		if id := testenv.Header(r, ops.ReplayHeader); id != "allowed" {
 			t.Errorf("a refused replay (%s) published %s", id, testenv.Header(r, "id"))
 		}
 	}

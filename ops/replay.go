@@ -1,4 +1,4 @@
-package relay
+package ops
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
+	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -110,7 +111,7 @@ const replayBatch = 1000
 
 // CheckReplay says up front whether the rows a replay asks for can still be in the
 // table: not with --on-publish delete, and not before the retention horizon.
-func CheckReplay(cfg Config, f ReplayFilter, now time.Time) error {
+func CheckReplay(cfg relay.Config, f ReplayFilter, now time.Time) error {
 	switch cfg.OnPublishMode() {
 	case poller.Delete:
 		return errors.New("cannot replay: with --on-publish delete every published row is deleted, so the events are gone " +
@@ -140,7 +141,7 @@ func CheckReplay(cfg Config, f ReplayFilter, now time.Time) error {
 // reads the table and writes nothing: the slot, and pending rows' bookkeeping, are
 // left as they are. It returns the final progress; an error when the rows cannot be
 // read or some events failed.
-func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg Config, opts ReplayOptions) (ReplayProgress, error) {
+func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg relay.Config, opts ReplayOptions) (ReplayProgress, error) {
 	started := time.Now()
 	p := &replayRun{opts: opts, progress: ReplayProgress{ID: opts.ID, StartedAt: started.UTC(), DryRun: opts.DryRun}}
 	if err := CheckReplay(cfg, opts.Filter, started); err != nil {
@@ -152,7 +153,7 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg Config, 
 		if err != nil {
 			return p.finish(err)
 		}
-		route, err := tc.route()
+		route, err := tableRoute(tc)
 		if err != nil {
 			return p.finish(err)
 		}
@@ -188,6 +189,15 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg Config, 
 			"by --id or the same filters", f, p.lastErr.Load()))
 	}
 	return p.finish(nil)
+}
+
+// tableRoute is t's topic routing by regular expression, as the relay routes its
+// events; nil without one.
+func tableRoute(t relay.TableConfig) (*record.Route, error) {
+	if t.TopicRegex == "" {
+		return nil, nil
+	}
+	return record.ParseRoute(t.TopicRegex, t.TopicReplacement)
 }
 
 // replayTable is one outbox table's part of a replay.

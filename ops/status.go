@@ -1,4 +1,4 @@
-package relay
+package ops
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/dbconn"
 	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -123,13 +125,13 @@ func (st *Status) problem(check Check, format string, args ...any) {
 // used): the slot and publication on the database, the rest on the primary while the
 // database is a standby. It asks the relay at limits.RelayURL for its readiness, and
 // lists problems.
-func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, error) {
+func ReadStatus(ctx context.Context, cfg relay.Config, limits StatusLimits) (*Status, error) {
 	if _, err := pgx.ParseConfig(cfg.DatabaseURL); err != nil {
 		return nil, errorf("parse database url (check --database-url)", redact.Error(err, cfg.DatabaseURL))
 	}
 	// The slot is read where it is (a --database-url naming several servers: pair.go).
-	slotURL, waiting := slotServer(ctx, cfg)
-	conn, err := connectTo(ctx, cfg, slotURL)
+	slotURL, waiting := relay.SlotServer(ctx, cfg)
+	conn, err := dbconn.Connect(ctx, slotURL, cfg.DatabasePassword)
 	if err != nil {
 		return nil, err
 	}
@@ -137,12 +139,12 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	// The slot is read where it lives, the rows and walrelay's records where the
 	// relay writes them: the primary while --database-url is a standby (BooksURL).
 	books := conn
-	standby, err := inRecovery(ctx, conn)
+	standby, err := dbconn.InRecovery(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	if primary := cfg.primaryURL(); standby && primary != "" {
-		if books, err = connectTo(ctx, cfg, primary); err != nil {
+	if primary := dbconn.PrimaryURL(cfg.PrimaryURL, cfg.DatabaseURL); standby && primary != "" {
+		if books, err = dbconn.Connect(ctx, primary, cfg.DatabasePassword); err != nil {
 			return nil, errorf("the primary (--primary-url, or the read-write server of --database-url)", err)
 		}
 		defer books.Close(context.Background())
@@ -179,7 +181,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	notStreamed := ""
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if cfg.Mode != ModePoll && waiting == "" {
+		if cfg.Mode != relay.ModePoll && waiting == "" {
 			st.problem(CheckNotStreamed, "slot %s does not exist: no relay has streamed it yet (walrelay run creates it)", cfg.Slot)
 		}
 	case err != nil:
@@ -201,7 +203,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 	switch {
 	case st.WALStatus == "lost":
 		st.problem(CheckSlot, "slot %s is lost: PostgreSQL removed WAL it needed", cfg.Slot)
-	case !st.SlotExists || st.SlotActive || cfg.Mode == ModePoll:
+	case !st.SlotExists || st.SlotActive || cfg.Mode == relay.ModePoll:
 	case notStreamed != "":
 		st.problem(CheckNotStreamed, "slot %s: %s", cfg.Slot, notStreamed)
 	default:
@@ -223,7 +225,7 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 		Scan(&st.PublicationExists); err != nil {
 		return nil, errorf("read publication", err)
 	}
-	if !st.PublicationExists && cfg.Mode != ModePoll {
+	if !st.PublicationExists && cfg.Mode != relay.ModePoll {
 		st.problem(CheckPublication, "publication %s does not exist (walrelay migrate creates it)", cfg.Publication)
 	}
 
@@ -266,14 +268,14 @@ func ReadStatus(ctx context.Context, cfg Config, limits StatusLimits) (*Status, 
 
 // checkPending reports rows that wait longer than bound. With --on-publish none
 // nothing marks a published row, so no row can be told pending.
-func (st *Status) checkPending(cfg Config, bound time.Duration, oldestTable string) {
+func (st *Status) checkPending(cfg relay.Config, bound time.Duration, oldestTable string) {
 	if bound <= 0 || st.OnPublish == poller.None {
 		return
 	}
 	if age := time.Duration(st.OldestPendingAge * float64(time.Second)); age > bound {
 		advice := "its event has not reached the broker: is a relay running and streaming, and does the broker acknowledge? " +
 			"(the relay's log and /readyz say)"
-		if cfg.Mode == ModePoll {
+		if cfg.Mode == relay.ModePoll {
 			advice = "its event has not reached the broker: is a relay polling, and does the broker acknowledge? (the relay's log and /readyz say)"
 		}
 		if st.OnPublish == poller.Progress {
@@ -291,7 +293,7 @@ func (st *Status) checkPending(cfg Config, bound time.Duration, oldestTable stri
 
 // readTableStatus counts one outbox table's pending rows and dead letters; with
 // horizons, rows the published horizon covers are not pending.
-func readTableStatus(ctx context.Context, conn *pgx.Conn, t TableConfig, horizons bool, bound time.Duration) (TableStatus, error) {
+func readTableStatus(ctx context.Context, conn *pgx.Conn, t relay.TableConfig, horizons bool, bound time.Duration) (TableStatus, error) {
 	shape, err := replication.DescribeTable(ctx, conn, t.Table, t.Columns)
 	if err != nil {
 		return TableStatus{}, errorf("read outbox table "+t.Table, err)
@@ -336,3 +338,6 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// errorf wraps err with the step that failed.
+func errorf(step string, err error) error { return fmt.Errorf("%s: %w", step, err) }

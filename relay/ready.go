@@ -1,0 +1,27 @@
+package relay
+
+// Ready reports whether the relay is connected and moving events, and why not:
+// what /readyz answers (package admin).
+func (r *Relay) Ready() (bool, string) {
+	switch down, waiting := r.brokerDown.Load(), r.waiting.Load(); {
+	case r.pause.Paused():
+		return false, "paused: resume with walrelay resume or POST /resume"
+	case down != nil:
+		return false, *down
+	case r.stalled.Load():
+		return false, "stalled: slot lag grows while the confirmed LSN does not move"
+	case waiting != nil:
+		return false, *waiting
+	case r.standby.Load():
+		return false, "standby: another instance streams slot " + r.cfg.Slot
+	case !r.active.Load():
+		if r.cfg.Mode == ModePoll {
+			return false, "not polling: the last poll failed or none ran yet"
+		}
+		return false, "not streaming: connecting to PostgreSQL or Kafka"
+	case r.cfg.Mode == ModePoll:
+		return true, "polling"
+	default:
+		return true, "streaming"
+	}
+}
