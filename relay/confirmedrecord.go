@@ -13,8 +13,8 @@ import (
 
 // confirmedRecord keeps the relay's own record of what a session confirmed
 // (walrelay_confirmed, migration 9), in the database where the bookkeeping lives, so
-// that a session after a restart or crash of the server can resume there rather
-// than where the slot was last saved. It records only LSNs the stream sent as
+// that a session after a restart or crash of the server resumes there rather than
+// where the slot was last saved (resumeFrom). It records only LSNs the stream sent as
 // its confirmed flush position (docs/design.md invariant 1), so the record never runs
 // ahead of the broker; at most once per progress interval, and only when the
 // confirmations since the last record passed events: an idle relay writes nothing.

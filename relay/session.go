@@ -58,13 +58,21 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	}
 	defer rc.Close()
 
-	start, created, err := r.prepareSlot(ctx, conn, slots, rc, snk, bk, st, claim)
+	slotAt, created, err := r.prepareSlot(ctx, conn, slots, rc, snk, bk, st, claim)
 	if err != nil {
 		return err
 	}
-	here, _, err := rc.Identify(ctx, r.cfg.Slot, created)
+	here, serverAt, err := rc.Identify(ctx, r.cfg.Slot, created)
 	if err != nil {
 		return err
+	}
+	start, err := r.resumeFrom(ctx, conn, rc, here, serverAt, slotAt)
+	if err != nil {
+		return err
+	}
+	var startPast pglogrepl.LSN // where streaming starts, when past the slot's position
+	if start > slotAt {
+		startPast = start
 	}
 	// The connection stays open for the table checks before each confirmation.
 	names := make([]string, len(r.tables))
@@ -165,5 +173,6 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		},
 		Messages: r.cfg.MessagePrefix != "",
 		Pause:    &r.pause,
+		Start:    startPast,
 	}, wm, h)
 }
