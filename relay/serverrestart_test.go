@@ -35,12 +35,9 @@ type restartLoad struct {
 	rounds int
 }
 
-func restartLoadFor(t *testing.T) restartLoad {
+func restartLoadFor() restartLoad {
 	if os.Getenv("WALRELAY_RESTART") == "full" {
 		return restartLoad{rate: 2000, perTx: 20, before: 8 * time.Second, rounds: 3}
-	}
-	if testing.Short() {
-		t.Skip("restarts a server under load (-short)")
 	}
 	return restartLoad{rate: 600, perTx: 10, before: 5 * time.Second, rounds: 1}
 }
@@ -220,7 +217,7 @@ func (r *restartRig) measure(what string, load restartLoad, restart func()) {
 // serverRestartTest restarts (or crashes) a server of its own, on the binaries of
 // binDir ("" for the default version), under load with the relay streaming through.
 func serverRestartTest(t *testing.T, binDir string, crash bool) {
-	load := restartLoadFor(t)
+	load := restartLoadFor()
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -292,7 +289,7 @@ func TestFastServerRestartRepeatsWithinBoundOn17(t *testing.T) {
 // restartpoint saved it. The relay's record lives on the primary, whose WAL the
 // standby replays, so its LSN means the same on both.
 func TestDecodingStandbyRestartRepeatsWithinBound(t *testing.T) {
-	load := restartLoadFor(t)
+	load := restartLoadFor()
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
