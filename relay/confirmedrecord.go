@@ -22,6 +22,7 @@ type confirmedRecord struct {
 	pool   *pgxpool.Pool
 	origin replication.Origin // of the session's LSNs
 	every  time.Duration
+	moved  chan struct{} // a pending wake: events were confirmed
 
 	mu struct {
 		sync.Mutex
@@ -35,35 +36,66 @@ type confirmedRecord struct {
 // confirmation passed events not confirmed before.
 func (c *confirmedRecord) confirmed(lsn pglogrepl.LSN, events bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.mu.lsn = max(c.mu.lsn, lsn)
 	if events {
 		c.mu.pending++
 	}
+	c.mu.Unlock()
+	if events {
+		c.wake()
+	}
 }
 
-// Run records the confirmed LSN every progress interval while confirmations passed
-// events, until ctx ends, then once more for the final confirmation. A server that
-// cannot be written to (restarting) is tried again at the next interval.
+// Run records the confirmed LSN once events were confirmed, at most once per progress
+// interval, until ctx ends, then once more for the final confirmation. It sleeps while
+// nothing is confirmed: an idle relay does not wake for it. A server that cannot be
+// written to (restarting) is tried again an interval later.
 func (c *confirmedRecord) Run(ctx context.Context, log func(msg string, args ...any)) {
-	ticker := time.NewTicker(c.every)
-	defer ticker.Stop()
+	final := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = c.record(ctx)
+		cancel()
+	}
+	timer := time.NewTimer(c.every)
+	timer.Stop()
+	defer timer.Stop()
+	var last time.Time
 	failing := false
 	for {
 		select {
 		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = c.record(final)
-			cancel()
+			final()
 			return
-		case <-ticker.C:
+		case <-c.moved:
 		}
-		if err := c.record(ctx); err != nil && ctx.Err() == nil && !failing {
-			log("recording the confirmed position failed; will try again", "slot", c.origin.Slot, "err", err)
-			failing = true
-		} else if err == nil {
+		timer.Reset(c.every - time.Since(last))
+		select {
+		case <-ctx.Done():
+			final()
+			return
+		case <-timer.C:
+		}
+		last = time.Now()
+		err := c.record(ctx)
+		switch {
+		case err == nil:
 			failing = false
+		case ctx.Err() != nil:
+		default:
+			if !failing {
+				log("recording the confirmed position failed; will try again", "slot", c.origin.Slot, "err", err)
+				failing = true
+			}
+			c.wake() // what failed is still to record
 		}
+	}
+}
+
+// wake has Run record at its next chance.
+func (c *confirmedRecord) wake() {
+	select {
+	case c.moved <- struct{}{}:
+	default:
 	}
 }
 
@@ -89,5 +121,5 @@ func (r *Relay) newConfirmedRecord(origin replication.Origin) *confirmedRecord {
 	if r.cfg.Delivery == ExactlyOnce {
 		return nil
 	}
-	return &confirmedRecord{pool: r.pool, origin: origin, every: r.cfg.ProgressInterval}
+	return &confirmedRecord{pool: r.pool, origin: origin, every: r.cfg.ProgressInterval, moved: make(chan struct{}, 1)}
 }
