@@ -168,6 +168,9 @@ func (r *restartRig) measure(what string, load restartLoad, restart func()) {
 		waitFor(t, load.before+time.Minute, what+": load before the restart", func() bool {
 			return time.Since(began) >= load.before && len(w.written()) > 0
 		})
+		// The rate the bound takes is the load's before the restart, when the events
+		// published again were written.
+		before, beforeTook := len(w.written()), time.Since(began)
 		restart()
 		back := len(w.written())
 		waitFor(t, 2*time.Minute, what+": load after the restart", func() bool {
@@ -176,7 +179,7 @@ func (r *restartRig) measure(what string, load restartLoad, restart func()) {
 		w.halt()
 		took := time.Since(began)
 		written := w.written()
-		rate := float64(len(written)) / took.Seconds()
+		rate := float64(before) / beforeTook.Seconds()
 
 		// One marker per aggregate, after the load: once each arrived, whatever the
 		// relay published again before it on that aggregate's partition did too.
@@ -205,7 +208,7 @@ func (r *restartRig) measure(what string, load restartLoad, restart func()) {
 		}
 		window := r.cfg.ProgressInterval + r.cfg.StatusInterval
 		bound := int(window.Seconds()*rate) + r.cfg.MaxInFlightEvents
-		t.Logf("%s, round %d: %d events over %s (%.0f/s), %d published again; bound (%s + %s) × %.0f/s + %d = %d",
+		t.Logf("%s, round %d: %d events over %s (%.0f/s before the restart), %d published again; bound (%s + %s) × %.0f/s + %d = %d",
 			what, round, len(written), took.Round(time.Millisecond), rate, repeats, r.cfg.ProgressInterval,
 			r.cfg.StatusInterval, rate, r.cfg.MaxInFlightEvents, bound)
 		if repeats > bound {
