@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -18,6 +19,7 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
 
@@ -31,6 +33,33 @@ func BenchmarkOnPublish(b *testing.B) {
 			benchStream(b, "bench_"+string(mode), func(c *relay.Config) { c.OnPublish = mode })
 		})
 	}
+}
+
+// BenchmarkConfirmedRecord reports the WAL of one write of the record of what the
+// relay confirmed (walrelay_confirmed: an upsert of the slot's one row and its commit),
+// which every at-least-once mode makes at most once per --progress-interval while
+// events are confirmed: what it adds to --on-publish none's WAL per event is this
+// divided by the events of an interval. Run it alone: the WAL position is the whole
+// cluster's.
+func BenchmarkConfirmedRecord(b *testing.B) {
+	ctx := context.Background()
+	dbURL := testenv.MigratedDatabase(b)
+	conn := testenv.Connect(b, dbURL)
+	var created time.Time
+	if err := conn.QueryRow(ctx, "INSERT INTO walrelay_slots (slot_name, created_at) VALUES ('bench_record', now()) RETURNING created_at").
+		Scan(&created); err != nil {
+		b.Fatal(err)
+	}
+	here := replication.Origin{System: "1", Database: "bench", Slot: "bench_record", SlotCreated: created, Timeline: 1}
+	b.ResetTimer()
+	before := testenv.CurrentLSN(b, conn)
+	for i := range b.N {
+		if ok, err := replication.RecordConfirmed(ctx, conn, here, before+pglogrepl.LSN(i+1)); err != nil || !ok {
+			b.Fatalf("record %d: written %v, %v", i, ok, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(testenv.CurrentLSN(b, conn)-before)/float64(b.N), "WAL-B/record")
 }
 
 // BenchmarkRetirement reports the WAL of retiring b.N published rows with

@@ -90,7 +90,8 @@ type Config struct {
 	// poll mode.
 	OnPublish poller.OnPublish
 	// ProgressInterval is how often --on-publish progress takes a published horizon
-	// and records the newest one the confirmed LSN covers.
+	// and records the newest one the confirmed LSN covers, and, at most, how often a
+	// stream records the LSN it confirmed (walrelay_confirmed; not with ExactlyOnce).
 	ProgressInterval time.Duration
 	// Retry is the policy for events that failed on their own: attempts, backoff,
 	// dead letters.

@@ -544,7 +544,8 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 // checkSchema checks that the database has the walrelay schema this relay reads in
 // every mode: the published horizons and their owners (migrations 7 and 8), which
 // --on-publish progress records, catch-up passes leave out rows by, every stream
-// claims its tables in, and the poller's due test widens xids with.
+// claims its tables in, and the poller's due test widens xids with; and the record of
+// the confirmed position that sessions resume from (migration 9).
 func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	ok, err := replication.HasHorizons(ctx, pool)
 	if err != nil {
@@ -553,6 +554,13 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	if !ok {
 		return &replication.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
 			"walrelay_progress or walrelay_table_slots, migrations 7 and 8): run walrelay migrate"}
+	}
+	if ok, err = replication.HasConfirmedRecord(ctx, pool); err != nil {
+		return errorf("look up walrelay_confirmed", err)
+	}
+	if !ok {
+		return &replication.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
+			"walrelay_confirmed, migration 9): run walrelay migrate"}
 	}
 	return nil
 }

@@ -115,6 +115,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		"GRANT SELECT, INSERT, UPDATE ON walrelay_slots TO " + role,
 		"GRANT SELECT, INSERT, UPDATE ON walrelay_progress TO " + role,
 		"GRANT SELECT, INSERT, UPDATE ON walrelay_table_slots TO " + role,
+		"GRANT SELECT, INSERT, UPDATE ON walrelay_confirmed TO " + role,
 	} {
 		if _, err := owner.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)

@@ -58,9 +58,21 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 	}
 	defer rc.Close()
 
-	start, created, err := r.prepareSlot(ctx, conn, slots, rc, snk, bk, st, claim)
+	slotAt, created, err := r.prepareSlot(ctx, conn, slots, rc, snk, bk, st, claim)
 	if err != nil {
 		return err
+	}
+	here, serverAt, err := rc.Identify(ctx, r.cfg.Slot, created)
+	if err != nil {
+		return err
+	}
+	start, err := r.resumeFrom(ctx, conn, rc, here, serverAt, slotAt)
+	if err != nil {
+		return err
+	}
+	var startPast pglogrepl.LSN // where streaming starts, when past the slot's position
+	if start > slotAt {
+		startPast = start
 	}
 	// The connection stays open for the table checks before each confirmation.
 	names := make([]string, len(r.tables))
@@ -101,6 +113,15 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		go func() { rec.Run(recCtx, r.log.Warn); close(recDone) }()
 		defer func() { stopRec(); <-recDone }() // after Stream returned: its last confirmation is in
 	}
+	cr := r.newConfirmedRecord(here)
+	if cr != nil {
+		// Stopped once Stream returned, like the progress recorder: the final
+		// confirmation comes after ctx ends.
+		crCtx, stopCR := context.WithCancel(context.WithoutCancel(ctx))
+		crDone := make(chan struct{})
+		go func() { cr.Run(crCtx, r.log.Warn); close(crDone) }()
+		defer func() { stopCR(); <-crDone }()
+	}
 	dec := decoder.NewTables(decTables)
 	if r.cfg.MessagePrefix != "" {
 		dec.DecodeMessages(r.cfg.MessagePrefix)
@@ -127,14 +148,18 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		OnConfirm: func(lsn pglogrepl.LSN) {
 			r.metrics.confirmedLSN.Set(float64(lsn))
 			r.metrics.lastConfirm.SetToCurrentTime()
+			events := false
 			if e := wm.EventsSettled(); e > eventsConfirmed && e <= lsn {
-				eventsConfirmed = e
+				eventsConfirmed, events = e, true
 				r.metrics.eventsConfirmed.SetToCurrentTime()
 				now := time.Now().UTC()
 				r.eventsConfirmedAt.Store(&now)
 			}
 			if rec != nil {
 				rec.confirmed(lsn)
+			}
+			if cr != nil {
+				cr.confirmed(lsn, events)
 			}
 		},
 		BeforeConfirm: func(ctx context.Context) error {
@@ -148,5 +173,6 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		},
 		Messages: r.cfg.MessagePrefix != "",
 		Pause:    &r.pause,
+		Start:    startPast,
 	}, wm, h)
 }

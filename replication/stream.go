@@ -52,12 +52,16 @@ type StreamConfig struct {
 	// Pause, when set, holds reading while it is paused; status updates go on.
 	// A stop reads on to the end of an open transaction paused or not.
 	Pause *Pause
+	// Start, when past the slot's confirmed position, is where streaming starts: the
+	// server skips every transaction whose commit record begins before it, as it
+	// does those before the slot's confirmed position. Zero: the slot's position.
+	Start pglogrepl.LSN
 }
 
-// Stream starts replication from the slot's confirmed position and feeds h until ctx
-// ends or the session fails. It is the only user of the connection meanwhile: it reads
-// messages, pauses reading while the window is full, and sends standby status
-// updates with the watermark's confirmable LSN throughout. When ctx ends it reads on
+// Stream starts replication from the slot's confirmed position, or cfg.Start, and
+// feeds h until ctx ends or the session fails. It is the only user of the connection
+// meanwhile: it reads messages, pauses reading while the window is full, and sends
+// standby status updates with the watermark's confirmable LSN throughout. When ctx ends it reads on
 // to the end of the open transaction, if any, drains h, sends the final confirmable
 // LSN and returns nil, all within ShutdownTimeout.
 func (c *Conn) Stream(ctx context.Context, cfg StreamConfig, wm *Watermark, h Handler) error {
@@ -69,7 +73,7 @@ func (c *Conn) Stream(ctx context.Context, cfg StreamConfig, wm *Watermark, h Ha
 		}
 		args = append(args, "messages 'true'")
 	}
-	err := pglogrepl.StartReplication(ctx, c.pg, cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: args})
+	err := pglogrepl.StartReplication(ctx, c.pg, cfg.Slot, cfg.Start, pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
 		return fmt.Errorf("start replication on slot %s: %w", cfg.Slot, err)
 	}

@@ -22,14 +22,15 @@ declare -A PIN=(
 MAJORS=(14 16 17 18)
 
 # FULL runs every package's tests; CORE the end-to-end, chaos, exactly-once, slot-loss,
-# huge-transaction and restart tests, one -run regex per package.
+# huge-transaction and restart tests (clean, fast and immediate restarts under load, a
+# decoding standby's restart, the recorded confirmed position), one -run regex per package.
 FULL=17
 CORE=(14 16 18)
 CORE_RUNS=(
 	"./internal/pgcluster" '.'
 	"./cmd/walrelay" '^(TestGracefulStop|TestCrashLosesNothing|TestExactlyOnceSurvivesSIGKILL|TestStatusAndDLQOnStandby)$'
 	"./internal/chaos" '^(TestChaos|TestHugeTransactions)$'
-	"./relay" '^(TestExactlyOnce.*|TestLostSlotIsReplaced|TestHugeTransactionStreamsThrough|TestCleanServerRestartRepeats|TestEmitPublishesOnce|TestEmitKeepsOrderWithRows|TestDecodingOnStandby|TestStandbyBefore16IsRefused|TestPromotedStandbyStopsTheRelay|TestStandbyHandOverSurvivesLosingThePrimary|TestStandbyPassDeadLetterUnseenByThePrimaryIsWritten|TestPair.*)$'
+	"./relay" '^(TestExactlyOnce.*|TestLostSlotIsReplaced|TestHugeTransactionStreamsThrough|TestCleanServerRestartRepeats|TestFastServerRestartRepeatsWithinBound|TestServerCrashRepeatsWithinBound|TestDecodingStandbyRestartRepeatsWithinBound|TestRecordedPositionFromElsewhereIsIgnored|TestConfirmedRecordWaitsForLostAcks|TestEmitPublishesOnce|TestEmitKeepsOrderWithRows|TestDecodingOnStandby|TestStandbyBefore16IsRefused|TestPromotedStandbyStopsTheRelay|TestStandbyHandOverSurvivesLosingThePrimary|TestStandbyPassDeadLetterUnseenByThePrimaryIsWritten|TestPair.*)$'
 )
 # The npm packages ship initdb, pg_ctl and postgres only. These tests drive pg_upgrade,
 # pg_dump with pg_restore, and pg_resetwal of the cluster's own version, so they run on

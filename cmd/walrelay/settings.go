@@ -139,7 +139,7 @@ func newSettings() *settings {
 			"stream mode), mark (set processed_at), delete, or none (the application deletes rows); " +
 			"empty: progress in stream mode, mark in poll mode",
 			def: string(c.OnPublish), set: func(v string) error { c.OnPublish = poller.OnPublish(v); return nil }},
-		dur("progress-interval", "how often on-publish progress takes and records its published horizon", &c.ProgressInterval),
+		dur("progress-interval", "how often on-publish progress records its published horizon, and a stream its confirmed position (at most)", &c.ProgressInterval),
 		num("max-attempts", "failed publishes before a row is a dead letter", &c.Retry.MaxAttempts),
 		dur("retry-backoff-min", "first wait before retrying a failed event (doubles each attempt)", &c.Retry.BackoffMin),
 		dur("retry-backoff-max", "longest wait between retries", &c.Retry.BackoffMax),
