@@ -711,3 +711,14 @@ func headerValueDifference(key, value string, fields [][2]string) string {
 	}
 	return ""
 }
+
+// splitList reads a comma-separated list, leaving out blank entries.
+func splitList(v string) []string {
+	var out []string
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

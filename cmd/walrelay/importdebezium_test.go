@@ -63,25 +63,25 @@ func TestImportDebeziumOutputLoads(t *testing.T) {
 			}
 			s := newSettings()
 			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-			s.register(fs)
+			s.Register(fs)
 			if err := fs.Parse([]string{"--config", path}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.load(fs); err != nil {
+			if err := s.Load(fs); err != nil {
 				t.Fatalf("walrelay run --config would refuse the output: %v", err)
 			}
 			if !strings.Contains(out, "\nkafka-brokers: ") {
 				if !strings.Contains(out, "# kafka-brokers: not in the connector configuration") {
 					t.Errorf("no kafka-brokers and no reminder to set them:\n%s", out)
 				}
-				s.sinks.Kafka.Brokers = []string{"broker:9092"} // what the reminder asks for
+				s.Sinks.Kafka.Brokers = []string{"broker:9092"} // what the reminder asks for
 			}
-			if err := errors.Join(s.relay.Validate(), s.sinks.Validate()); err != nil {
+			if err := errors.Join(s.Relay.Validate(), s.Sinks.Validate()); err != nil {
 				t.Errorf("walrelay run would refuse the output: %v", err)
 			}
-			if s.relay.DatabaseURL == "" || s.relay.Columns.AggregateID == "" && len(s.relay.Tables) == 0 {
+			if s.Relay.DatabaseURL == "" || s.Relay.Columns.AggregateID == "" && len(s.Relay.Tables) == 0 {
 				t.Errorf("database url %q, aggregate id column %q, %d tables: the mapping got lost",
-					s.relay.DatabaseURL, s.relay.Columns.AggregateID, len(s.relay.Tables))
+					s.Relay.DatabaseURL, s.Relay.Columns.AggregateID, len(s.Relay.Tables))
 			}
 		})
 	}

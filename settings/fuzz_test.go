@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"log/slog"
@@ -25,28 +25,28 @@ func FuzzConfigFile(f *testing.F) {
 		if err := os.WriteFile(path, file, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := newSettings()
+		s := New()
 		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 		fs.SetOutput(nopWriter{})
-		s.register(fs)
+		s.Register(fs)
 		fs.String("database", "", "")
 		if err := fs.Parse(append(strings.Fields(args), "--config", path)); err != nil {
 			return
 		}
-		if err := s.load(fs); err != nil {
+		if err := s.Load(fs); err != nil {
 			return
 		}
-		if _, err := s.logger(); err != nil {
+		if _, err := s.Logger(); err != nil {
 			return
 		}
-		_ = s.relay.Validate()
+		_ = s.Relay.Validate()
 		if len(s.databases) > 0 {
-			dbs, err := s.databaseSettings(fs)
+			dbs, err := s.Databases(fs)
 			if err != nil {
 				return
 			}
 			for _, d := range dbs {
-				_, _ = d.checkedConfig(slog.New(slog.NewTextHandler(nopWriter{}, nil)))
+				_, _ = d.CheckedConfig(slog.New(slog.NewTextHandler(nopWriter{}, nil)))
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"os"
@@ -11,23 +11,23 @@ import (
 )
 
 // loadDatabases loads a config file with a databases list as run does, with args.
-func loadDatabases(t *testing.T, file string, args ...string) ([]*settings, error) {
+func loadDatabases(t *testing.T, file string, args ...string) ([]*Settings, error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "walrelay.yaml")
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := newSettings()
+	s := New()
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	s.register(fs)
+	s.Register(fs)
 	fs.String("database", "", "")
 	if err := fs.Parse(append([]string{"--config", path}, args...)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.load(fs); err != nil {
+	if err := s.Load(fs); err != nil {
 		return nil, err
 	}
-	return s.databaseSettings(fs)
+	return s.Databases(fs)
 }
 
 // Each entry inherits the top-level settings (file, environment, flags) and its own
@@ -54,14 +54,14 @@ databases:
 		t.Fatal(err)
 	}
 	o, b := dbs[0], dbs[1]
-	if o.entry != "orders" || o.relay.Slot != "shared" || o.relay.Publication != "from_env" || o.relay.Retry.MaxAttempts != 7 ||
-		o.sinks.TopicTemplate != "top.{aggregate_type}" || len(o.relay.Tables) != 2 || o.sinks.Kafka.Brokers[0] != "k:9092" {
-		t.Errorf("orders: %+v, want every top-level setting inherited", o.relay)
+	if o.entry != "orders" || o.Relay.Slot != "shared" || o.Relay.Publication != "from_env" || o.Relay.Retry.MaxAttempts != 7 ||
+		o.Sinks.TopicTemplate != "top.{aggregate_type}" || len(o.Relay.Tables) != 2 || o.Sinks.Kafka.Brokers[0] != "k:9092" {
+		t.Errorf("orders: %+v, want every top-level setting inherited", o.Relay)
 	}
-	if b.relay.Slot != "billing_slot" || b.relay.Table != "billing.outbox" || len(b.relay.Tables) != 0 ||
-		b.sinks.Kafka.Brokers[0] != "other:9092" || b.relay.Retry.MaxAttempts != 7 || b.relay.DatabaseURL != "postgres://u@h1:5432/billing" {
+	if b.Relay.Slot != "billing_slot" || b.Relay.Table != "billing.outbox" || len(b.Relay.Tables) != 0 ||
+		b.Sinks.Kafka.Brokers[0] != "other:9092" || b.Relay.Retry.MaxAttempts != 7 || b.Relay.DatabaseURL != "postgres://u@h1:5432/billing" {
 		t.Errorf("billing: slot %s, table %s, tables %d, brokers %v: want its own values over the top level's",
-			b.relay.Slot, b.relay.Table, len(b.relay.Tables), b.sinks.Kafka.Brokers)
+			b.Relay.Slot, b.Relay.Table, len(b.Relay.Tables), b.Sinks.Kafka.Brokers)
 	}
 }
 
@@ -82,13 +82,13 @@ databases:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := dbs[0].relay.BrokerProbeInterval; got != 2*time.Second {
+	if got := dbs[0].Relay.BrokerProbeInterval; got != 2*time.Second {
 		t.Errorf("orders: broker probe interval %s, want the top level's 2s", got)
 	}
-	if got := dbs[1].relay.BrokerProbeInterval; got != 0 {
+	if got := dbs[1].Relay.BrokerProbeInterval; got != 0 {
 		t.Errorf("billing: broker probe interval %s, want its own 0s", got)
 	}
-	if got := newSettings().relay.BrokerProbeInterval; got != 5*time.Second {
+	if got := New().Relay.BrokerProbeInterval; got != 5*time.Second {
 		t.Errorf("default broker probe interval %s, want 5s", got)
 	}
 }
