@@ -98,7 +98,7 @@ func (s *Settings) checkSQS(cfg relay.Config) error {
 				errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
 			}
 		}
-		if err := sqs.CheckRecordColumns(s.Sinks.Kafka.Format, t.Columns); err != nil {
+		if err := sqs.CheckRecordColumns(s.Sinks.Format, t.Columns); err != nil {
 			errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
 		}
 	}
@@ -115,9 +115,9 @@ func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
 			continue
 		}
 		switch {
-		case sc.Kafka.Format.ValueConverter == record.ByteArray:
+		case sc.Format.ValueConverter == record.ByteArray:
 			return fmt.Errorf("column-envelope (table %s) needs value-converter json or string: a struct has no bytes of its own", t.Table)
-		case sc.Kafka.Format.ValueSchemas && sc.Kafka.Format.TopicPrefix == "":
+		case sc.Format.ValueSchemas && sc.Format.TopicPrefix == "":
 			return fmt.Errorf("column-envelope (table %s) with value-converter-schemas-enable names the value's schema after "+
 				"the Debezium connector's topic.prefix; set topic-prefix to it, or value-converter-schemas-enable false", t.Table)
 		}
@@ -129,13 +129,13 @@ func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
 // column, as Debezium's router does (record.ExpandJSON.PayloadColumn). The name is
 // the sink's, so with value schemas every table must name the column alike.
 func setExpandedSchemaName(sc *sinks.Config, tables []relay.TableConfig) error {
-	x := &sc.Kafka.Format.ExpandJSON
+	x := &sc.Format.ExpandJSON
 	for i, t := range tables {
 		if i == 0 {
 			x.PayloadColumn = t.Columns.Payload
 			continue
 		}
-		if x.Enabled && sc.Kafka.Format.ValueSchemas && t.Columns.Payload != x.PayloadColumn {
+		if x.Enabled && sc.Format.ValueSchemas && t.Columns.Payload != x.PayloadColumn {
 			return fmt.Errorf("expand-json-payload with value-converter-schemas-enable names the payload's schema after column-payload, "+
 				"which is %s in table %s but %s in table %s; give the tables one payload column name, or set value-converter-schemas-enable false",
 				x.PayloadColumn, tables[0].Table, t.Columns.Payload, t.Table)

@@ -164,39 +164,39 @@ func New() *Settings {
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
 		{name: "key-converter", usage: "how the record key is written, as Kafka Connect's key.converter: string (the aggregate id as it is), " +
 			"json (JsonConverter: a JSON string) or bytearray", def: "string",
-			set: func(v string) error { return setConverter(v, &b.Kafka.Format.KeyConverter) }},
+			set: func(v string) error { return setConverter(v, &b.Format.KeyConverter) }},
 		{name: "key-converter-schemas-enable", usage: "json key converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.KeySchemas) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.KeySchemas) }},
 		{name: "value-converter", usage: "how the record value is written, as Kafka Connect's value.converter: string (the payload as it is), " +
 			"json (JsonConverter: text and json payloads as a JSON string, bytea as base64, NULL as null) or bytearray", def: "string",
-			set: func(v string) error { return setConverter(v, &b.Kafka.Format.ValueConverter) }},
+			set: func(v string) error { return setConverter(v, &b.Format.ValueConverter) }},
 		{name: "value-converter-schemas-enable", usage: "json value converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ValueSchemas) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.ValueSchemas) }},
 		str("topic-prefix", "the Debezium connector's topic.prefix: column-envelope with value-converter-schemas-enable names the value's "+
-			"struct schema after it, topic-prefix.schema.table.aggregate_type.Value, as Debezium's outbox router does", &b.Kafka.Format.TopicPrefix),
+			"struct schema after it, topic-prefix.schema.table.aggregate_type.Value, as Debezium's outbox router does", &b.Format.TopicPrefix),
 		{name: "tombstone-on-empty-payload", usage: "publish a NULL, empty or blank payload as a tombstone whatever the converter " +
 			"(Debezium's route.tombstone.on.empty.payload); otherwise only the string and bytearray converters make NULL a tombstone",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.TombstoneOnEmpty) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.TombstoneOnEmpty) }},
 		{name: "expand-json-payload", usage: "value-converter string or json: write a payload that starts with { as the struct " +
 			"Debezium's table.expand.json.payload parses it into (null fields and empty arrays dropped, numbers as Java writes them); " +
 			"a payload that does not parse stays as it is",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ExpandJSON.Enabled) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.ExpandJSON.Enabled) }},
 		{name: "expand-json-payload-nulls", usage: "expand-json-payload: null fields are dropped (ignore) or kept as null (optional_bytes), " +
 			"Debezium's table.json.payload.null.behavior", def: "ignore",
 			set: func(v string) error {
-				return setExpandBehaviour(v, "optional_bytes", &b.Kafka.Format.ExpandJSON.KeepNulls)
+				return setExpandBehaviour(v, "optional_bytes", &b.Format.ExpandJSON.KeepNulls)
 			}},
 		{name: "expand-json-payload-empty-arrays", usage: "expand-json-payload: empty arrays are dropped (ignore) or kept (optional_string), " +
 			"Debezium's table.json.payload.empty.array.behavior", def: "ignore",
 			set: func(v string) error {
-				return setExpandBehaviour(v, "optional_string", &b.Kafka.Format.ExpandJSON.KeepEmptyArrays)
+				return setExpandBehaviour(v, "optional_string", &b.Format.ExpandJSON.KeepEmptyArrays)
 			}},
 		{name: "record-headers", usage: "walrelay's own record headers: walrelay (id, event_type, aggregate_type, aggregate_id, created_at) " +
 			"or debezium (id alone, as Debezium's outbox router); column-headers follow either", def: "walrelay",
-			set: func(v string) error { return setRecordHeaders(v, &b.Kafka.Format.IDHeaderOnly) }},
+			set: func(v string) error { return setRecordHeaders(v, &b.Format.IDHeaderOnly) }},
 		{name: "record-timestamp", usage: "the Kafka record timestamp: publish (the time walrelay publishes) or created-at " +
 			"(column-created-at, Debezium's table.field.event.timestamp; event-timeout then does not apply)", def: "publish",
-			set: func(v string) error { return setRecordTimestamp(v, &b.Kafka.Format.EventTimestamp) }},
+			set: func(v string) error { return setRecordTimestamp(v, &b.Format.EventTimestamp) }},
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),

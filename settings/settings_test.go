@@ -289,7 +289,7 @@ func TestCheckEnvelope(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := sinks.DefaultConfig()
-			sc.Kafka.Format = tc.format
+			sc.Format = tc.format
 			err := checkEnvelope(sc, tables)
 			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("checkEnvelope: %v, want %q", err, tc.want)
