@@ -1,6 +1,7 @@
-package settings
+package settings_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,16 +9,19 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/walrelay/walrelay/internal/redact"
+	"github.com/walrelay/walrelay/settings"
 )
 
 // loadDatabases loads a config file with a databases list as run does, with args.
-func loadDatabases(t *testing.T, file string, args ...string) ([]*Settings, error) {
+func loadDatabases(t *testing.T, file string, args ...string) ([]*settings.Settings, error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "walrelay.yaml")
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := New()
+	s := settings.New()
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	s.Register(fs)
 	fs.String("database", "", "")
@@ -54,7 +58,7 @@ databases:
 		t.Fatal(err)
 	}
 	o, b := dbs[0], dbs[1]
-	if o.entry != "orders" || o.Relay.Slot != "shared" || o.Relay.Publication != "from_env" || o.Relay.Retry.MaxAttempts != 7 ||
+	if o.Name() != "orders" || o.Relay.Slot != "shared" || o.Relay.Publication != "from_env" || o.Relay.Retry.MaxAttempts != 7 ||
 		o.Sinks.TopicTemplate != "top.{aggregate_type}" || len(o.Relay.Tables) != 2 || o.Sinks.Kafka.Brokers[0] != "k:9092" {
 		t.Errorf("orders: %+v, want every top-level setting inherited", o.Relay)
 	}
@@ -88,7 +92,7 @@ databases:
 	if got := dbs[1].Relay.BrokerProbeInterval; got != 0 {
 		t.Errorf("billing: broker probe interval %s, want its own 0s", got)
 	}
-	if got := New().Relay.BrokerProbeInterval; got != 5*time.Second {
+	if got := settings.New().Relay.BrokerProbeInterval; got != 5*time.Second {
 		t.Errorf("default broker probe interval %s, want 5s", got)
 	}
 }
@@ -119,5 +123,32 @@ func TestDatabasesRefused(t *testing.T) {
 	// One slot name on two servers is no clash.
 	if _, err := loadDatabases(t, "slot: s\ndatabases:\n  - name: a\n    database-url: postgres://u@h1:5432/a\n  - name: b\n    database-url: postgres://u@h2:5432/a\n"); err != nil {
 		t.Errorf("one slot name on two servers: %v, want no error", err)
+	}
+}
+
+// A databases entry's URL settings are noted like the top level's.
+func TestDatabaseEntryURLsAreRedacted(t *testing.T) {
+	const url = "postgres://relay:EntryPW9secret@h1:5432/orders"
+	dbs, err := loadDatabases(t, `
+kafka-brokers: k:9092
+databases:
+  - name: orders
+    database-url: `+url+`
+    primary-url: host=p user=relay password=EntryKV9secret
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dbs[0].Relay.DatabaseURL != url {
+		t.Fatalf("database-url = %q, want the entry's", dbs[0].Relay.DatabaseURL)
+	}
+	msg := redact.Error(fmt.Errorf("connect %s; primary %s", url, dbs[0].Relay.PrimaryURL), settings.LoadedURLs()...).Error()
+	for _, secret := range []string{"EntryPW9secret", "EntryKV9secret"} {
+		if strings.Contains(msg, secret) {
+			t.Errorf("the error shows %s: %s", secret, msg)
+		}
+	}
+	if !strings.Contains(msg, "postgres://relay:xxxxx@h1:5432/orders") {
+		t.Errorf("the error lost the URL's shape (user, host, database): %s", msg)
 	}
 }

@@ -1,4 +1,4 @@
-package settings
+package settings_test
 
 import (
 	"log/slog"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/walrelay/walrelay/settings"
 )
 
 // FuzzConfigFile feeds arbitrary bytes as the --config file and arbitrary words as
@@ -25,7 +27,7 @@ func FuzzConfigFile(f *testing.F) {
 		if err := os.WriteFile(path, file, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := New()
+		s := settings.New()
 		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 		fs.SetOutput(nopWriter{})
 		s.Register(fs)
@@ -40,7 +42,7 @@ func FuzzConfigFile(f *testing.F) {
 			return
 		}
 		_ = s.Relay.Validate()
-		if len(s.databases) > 0 {
+		if len(s.DatabaseNames()) > 0 {
 			dbs, err := s.Databases(fs)
 			if err != nil {
 				return

@@ -77,30 +77,3 @@ func TestURLSettingsAreRedacted(t *testing.T) {
 		}
 	}
 }
-
-// A databases entry's URL settings are noted like the top level's.
-func TestDatabaseEntryURLsAreRedacted(t *testing.T) {
-	const url = "postgres://relay:EntryPW9secret@h1:5432/orders"
-	dbs, err := loadDatabases(t, `
-kafka-brokers: k:9092
-databases:
-  - name: orders
-    database-url: `+url+`
-    primary-url: host=p user=relay password=EntryKV9secret
-`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dbs[0].Relay.DatabaseURL != url {
-		t.Fatalf("database-url = %q, want the entry's", dbs[0].Relay.DatabaseURL)
-	}
-	msg := redact.Error(fmt.Errorf("connect %s; primary %s", url, dbs[0].Relay.PrimaryURL), LoadedURLs()...).Error()
-	for _, secret := range []string{"EntryPW9secret", "EntryKV9secret"} {
-		if strings.Contains(msg, secret) {
-			t.Errorf("the error shows %s: %s", secret, msg)
-		}
-	}
-	if !strings.Contains(msg, "postgres://relay:xxxxx@h1:5432/orders") {
-		t.Errorf("the error lost the URL's shape (user, host, database): %s", msg)
-	}
-}
