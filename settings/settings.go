@@ -43,7 +43,7 @@ type Settings struct {
 	// Authenticate, when set, is called after Load and after each databases entry
 	// is applied: it gives the configuration the credentials DatabaseAuth and the
 	// Kafka SASL mechanism ask for (the binary signs AWS tokens; this package
-	// links no cloud SDK). Databases passes it on to each entry's settings.
+	// signs none). Databases passes it on to each entry's settings.
 	Authenticate func(*Settings) error
 	// Warnings are what Load found odd but not wrong (an unknown WALRELAY_*
 	// variable); the command reports them (Warn).
