@@ -97,7 +97,7 @@ bench-record: setup
 fuzz: setup
 	$(GO) test -run XXX -fuzz '^FuzzDecode$$' -fuzztime 60s ./decoder
 	$(GO) test -run XXX -fuzz FuzzDecodeMessage -fuzztime 60s ./decoder
-	$(GO) test -run XXX -fuzz FuzzConfigFile -fuzztime 60s ./cmd/walrelay
+	$(GO) test -run XXX -fuzz FuzzConfigFile -fuzztime 60s ./settings
 	$(GO) test -run XXX -fuzz FuzzUnmarshalMessage -fuzztime 60s ./outbox
 	$(GO) test -run XXX -fuzz FuzzExpandJSON -fuzztime 60s ./record
 

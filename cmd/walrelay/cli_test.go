@@ -156,22 +156,22 @@ func TestBadUsageExits2(t *testing.T) {
 // (exit 0), another file exits 2 with the reason.
 func TestImportDebeziumExitCodes(t *testing.T) {
 	t.Parallel()
-	res := run(t, 10*time.Second, baseEnv(), "import-debezium", "testdata/debezium/connect-outbox.json")
+	res := run(t, 10*time.Second, baseEnv(), "import-debezium", "../../debezium/testdata/connect-outbox.json")
 	if res.code != 0 || !strings.Contains(res.stdout, "slot: shop_outbox_slot\n") {
 		t.Errorf("connect-outbox.json: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
-	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "testdata/debezium/not-debezium.json")
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "../../debezium/testdata/not-debezium.json")
 	if res.code != 2 || !strings.Contains(res.stderr, "not a Debezium PostgreSQL connector configuration") {
 		t.Errorf("not-debezium.json: exit code %d, want 2; stderr:\n%s", res.code, res.stderr)
 	}
 	// Options whose records walrelay would not reproduce: refused, each named,
 	// unless --allow-differences, which writes them as comments.
-	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "testdata/debezium/unsupported.json")
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "../../debezium/testdata/unsupported.json")
 	if res.code != 2 || res.stdout != "" || !strings.Contains(res.stderr, "transforms.unwrapped.type=org.apache.kafka.connect.transforms.InsertField$Value") ||
 		!strings.Contains(res.stderr, "--allow-differences") {
 		t.Errorf("unsupported.json: exit code %d, want 2 naming the option; stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
-	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--allow-differences", "testdata/debezium/unsupported.json")
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--allow-differences", "../../debezium/testdata/unsupported.json")
 	if res.code != 0 || !strings.Contains(res.stdout, "# transforms.unwrapped.type=org.apache.kafka.connect.transforms.InsertField$Value: differs from Debezium") {
 		t.Errorf("unsupported.json --allow-differences: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}

@@ -15,36 +15,39 @@ import (
 	saslaws "github.com/twmb/franz-go/pkg/sasl/aws"
 
 	"github.com/walrelay/walrelay/internal/redact"
+	"github.com/walrelay/walrelay/settings"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
 
-// --database-auth values.
-const (
-	authPassword = "password"
-	authAWSIAM   = "aws-iam"
-)
+// newSettings returns the defaults of every setting, with the binary's cloud
+// authentication as what loading them ends with.
+func newSettings() *settings.Settings {
+	s := settings.New()
+	s.Authenticate = cloudAuth
+	return s
+}
 
 // cloudAuth gives the libraries the credentials the cloud settings ask for: an RDS
 // IAM token provider as the relay's and migrate's database password, AWS credentials
 // for Kafka's AWS_MSK_IAM. The AWS SDK stays in the binary; the libraries take plain
 // functions (docs/operations.md, "Cloud authentication").
-func (s *settings) cloudAuth() error {
-	switch s.dbAuth {
-	case authPassword, "":
-		s.relay.DatabasePassword = nil
-	case authAWSIAM:
-		if s.relay.DatabaseURL == "" {
+func cloudAuth(s *settings.Settings) error {
+	switch s.DatabaseAuth {
+	case settings.AuthPassword, "":
+		s.Relay.DatabasePassword = nil
+	case settings.AuthAWSIAM:
+		if s.Relay.DatabaseURL == "" {
 			return nil // the command says the URL is missing
 		}
-		tokens, err := rdsIAMTokens(s.relay.DatabaseURL)
+		tokens, err := rdsIAMTokens(s.Relay.DatabaseURL)
 		if err != nil {
 			return fmt.Errorf("--database-auth aws-iam: %w", err)
 		}
-		s.relay.DatabasePassword = tokens
+		s.Relay.DatabasePassword = tokens
 	default:
-		return fmt.Errorf("--database-auth: want %s or %s, got %q", authPassword, authAWSIAM, s.dbAuth)
+		return fmt.Errorf("--database-auth: want %s or %s, got %q", settings.AuthPassword, settings.AuthAWSIAM, s.DatabaseAuth)
 	}
-	if sec := &s.sinks.Kafka.Security; sec.SASLMechanism == kafka.MechanismAWSMSKIAM && sec.AWSCredentials == nil {
+	if sec := &s.Sinks.Kafka.Security; sec.SASLMechanism == kafka.MechanismAWSMSKIAM && sec.AWSCredentials == nil {
 		awsCfg, err := loadAWSConfig()
 		if err != nil {
 			return fmt.Errorf("--kafka-sasl-mechanism AWS_MSK_IAM: %w", err)

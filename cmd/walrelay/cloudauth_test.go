@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/walrelay/walrelay/settings"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
 
@@ -30,15 +31,15 @@ func staticAWSEnv(t *testing.T) {
 }
 
 // loadArgs loads the settings the run command registers from args.
-func loadArgs(t *testing.T, args ...string) (*settings, error) {
+func loadArgs(t *testing.T, args ...string) (*settings.Settings, error) {
 	t.Helper()
 	s := newSettings()
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	s.register(fs)
+	s.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return s, s.load(fs)
+	return s, s.Load(fs)
 }
 
 // --database-auth aws-iam: each connection's password is a fresh RDS IAM token, a
@@ -52,10 +53,10 @@ func TestDatabaseAuthAWSIAM(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	if s.relay.DatabasePassword == nil {
+	if s.Relay.DatabasePassword == nil {
 		t.Fatal("--database-auth aws-iam set no password provider")
 	}
-	token, err := s.relay.DatabasePassword(context.Background())
+	token, err := s.Relay.DatabasePassword(context.Background())
 	if err != nil {
 		t.Fatalf("token: %v", err)
 	}
@@ -72,7 +73,7 @@ func TestDatabaseAuthAWSIAM(t *testing.T) {
 	if strings.Contains(token, testSecretKey) || strings.Contains(token, url.QueryEscape(testSecretKey)) {
 		t.Fatal("the token carries the secret key")
 	}
-	again, err := s.relay.DatabasePassword(context.Background())
+	again, err := s.Relay.DatabasePassword(context.Background())
 	if err != nil || again == "" {
 		t.Fatalf("second token: %q, %v", again, err)
 	}
@@ -114,7 +115,7 @@ func TestKafkaAWSMSKIAMCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	sec := s.sinks.Kafka.Security
+	sec := s.Sinks.Kafka.Security
 	if sec.SASLMechanism != kafka.MechanismAWSMSKIAM || sec.AWSCredentials == nil {
 		t.Fatalf("security %+v: want AWS_MSK_IAM with a credentials function", sec)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/admin"
 	"github.com/walrelay/walrelay/internal/procs"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/settings"
 )
 
 func runCommand() *cobra.Command {
@@ -25,14 +26,14 @@ func runCommand() *cobra.Command {
 		Short: "Relay outbox rows from PostgreSQL to the broker until stopped (SIGINT/SIGTERM)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := s.load(cmd.Flags()); err != nil {
+			if err := s.Load(cmd.Flags()); err != nil {
 				return err
 			}
-			logger, err := s.logger()
+			logger, err := s.Logger()
 			if err != nil {
 				return err
 			}
-			s.warn(nil, logger)
+			s.Warn(nil, logger)
 			stopAdapting := adaptProcs(cmd.Context(), logger)
 			defer stopAdapting()
 			tp, err := tracerProvider(cmd.Context(), logger)
@@ -42,13 +43,13 @@ func runCommand() *cobra.Command {
 			if tp != nil {
 				defer shutdownTracing(tp, logger)
 			}
-			if len(s.databases) > 0 {
+			if len(s.DatabaseNames()) > 0 {
 				return runDatabases(cmd.Context(), s, cmd.Flags(), only, logger, tp)
 			}
 			if only != "" {
 				return fmt.Errorf("--database %s: the configuration lists no databases (a file's databases: list)", only)
 			}
-			cfg, err := s.relayConfig(cmd.Context(), logger)
+			cfg, err := s.RelayConfig(cmd.Context(), logger)
 			if tp != nil {
 				cfg.TracerProvider = tp
 			}
@@ -65,13 +66,13 @@ func runCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := serveWhile(cmd.Context(), r.Run, func(ctx context.Context) error { return admin.Serve(ctx, r, s.admin) }); err != nil {
+			if err := serveWhile(cmd.Context(), r.Run, func(ctx context.Context) error { return admin.Serve(ctx, r, s.Admin) }); err != nil {
 				return runtimeError{err}
 			}
 			return nil
 		},
 	}
-	s.register(cmd.Flags())
+	s.Register(cmd.Flags())
 	cmd.Flags().StringVar(&only, "database", "", "with a file's databases list: run this database of it alone (empty: all)")
 	return cmd
 }
@@ -95,38 +96,38 @@ func adaptProcs(ctx context.Context, logger *slog.Logger) (stop func()) {
 // runDatabases runs one relay per entry of the file's databases list (or the one
 // --database names) in this process, until ctx ends. Every entry is checked before
 // any connection is opened.
-func runDatabases(ctx context.Context, s *settings, fs *pflag.FlagSet, only string, logger *slog.Logger, tp *sdktrace.TracerProvider) error {
-	entries, err := s.databaseSettings(fs)
+func runDatabases(ctx context.Context, s *settings.Settings, fs *pflag.FlagSet, only string, logger *slog.Logger, tp *sdktrace.TracerProvider) error {
+	entries, err := s.Databases(fs)
 	if err != nil {
 		return err
 	}
 	dbs := make([]relay.Database, 0, len(entries))
-	var chosen []*settings
+	var chosen []*settings.Settings
 	var errs []error
-	for i, d := range entries {
-		if only != "" && d.entry != only {
+	for _, d := range entries {
+		if only != "" && d.Name() != only {
 			continue
 		}
-		log := logger.With("database", d.entry)
-		cfg, err := d.checkedConfig(log)
+		log := logger.With("database", d.Name())
+		cfg, err := d.CheckedConfig(log)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", s.databases[i].where(), err))
+			errs = append(errs, fmt.Errorf("%s: %w", d.Where(), err))
 		}
 		if tp != nil {
 			cfg.TracerProvider = tp
 		}
 		cfg.Logger = log
-		dbs = append(dbs, relay.Database{Name: d.entry, Config: cfg})
+		dbs = append(dbs, relay.Database{Name: d.Name(), Config: cfg})
 		chosen = append(chosen, d)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	if len(dbs) == 0 {
-		return fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(s.databaseNames(), ", "))
+		return fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(s.DatabaseNames(), ", "))
 	}
 	for i := range dbs {
-		cfg, err := chosen[i].openSink(ctx, dbs[i].Config, dbs[i].Config.Logger)
+		cfg, err := chosen[i].OpenSink(ctx, dbs[i].Config, dbs[i].Config.Logger)
 		if cfg.Sink != nil {
 			defer cfg.Sink.Close()
 		}
@@ -142,7 +143,7 @@ func runDatabases(ctx context.Context, s *settings, fs *pflag.FlagSet, only stri
 	if err != nil {
 		return err
 	}
-	if err := serveWhile(ctx, g.Run, func(ctx context.Context) error { return admin.ServeGroup(ctx, g, s.admin) }); err != nil {
+	if err := serveWhile(ctx, g.Run, func(ctx context.Context) error { return admin.ServeGroup(ctx, g, s.Admin) }); err != nil {
 		return runtimeError{err}
 	}
 	return nil

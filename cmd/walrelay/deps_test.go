@@ -98,3 +98,26 @@ func TestHelpOffersNoDemo(t *testing.T) {
 		t.Errorf("help lists a demo command:\n%s", res.stdout)
 	}
 }
+
+// TestNothingImportsCmd: the binaries are thin mains over importable packages, so no
+// package of the module, nor its tests, imports a command.
+func TestNothingImportsCmd(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(goTool(t), "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}",
+		"github.com/walrelay/walrelay/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 10 {
+		t.Fatalf("go list gave an implausible list:\n%s", out)
+	}
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, "github.com/walrelay/walrelay/cmd/") && imp != fields[0] {
+				t.Errorf("%s imports %s; move what it needs out of cmd into an importable package", fields[0], imp)
+			}
+		}
+	}
+}

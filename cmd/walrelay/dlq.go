@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/ops"
+	"github.com/walrelay/walrelay/settings"
 )
 
 func dlqCommand() *cobra.Command {
@@ -24,20 +25,20 @@ func dlqCommand() *cobra.Command {
 
 // withDeadLetters loads the settings and opens the dead letters of the outbox
 // tables (one, or the file's tables list) for one dlq subcommand.
-func withDeadLetters(cmd *cobra.Command, s *settings, fn func(*ops.DeadLetters) error) error {
-	if err := s.load(cmd.Flags()); err != nil {
+func withDeadLetters(cmd *cobra.Command, s *settings.Settings, fn func(*ops.DeadLetters) error) error {
+	if err := s.Load(cmd.Flags()); err != nil {
 		return err
 	}
-	s.warn(cmd.ErrOrStderr(), nil)
-	if s.relay.DatabaseURL == "" {
+	s.Warn(cmd.ErrOrStderr(), nil)
+	if s.Relay.DatabaseURL == "" {
 		return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	}
-	pool, err := ops.OpenPool(cmd.Context(), s.relay)
+	pool, err := ops.OpenPool(cmd.Context(), s.Relay)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	dl, err := ops.OpenDeadLetters(cmd.Context(), pool, s.relay)
+	dl, err := ops.OpenDeadLetters(cmd.Context(), pool, s.Relay)
 	if err != nil {
 		return runtimeError{err}
 	}
@@ -82,7 +83,7 @@ func dlqList() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
+	s.Register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
 	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	return cmd
@@ -110,7 +111,7 @@ func dlqRetry() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
+	s.Register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to retry (repeat or comma-separate)")
 	cmd.Flags().BoolVar(&all, "all", false, "retry every dead letter")
 	return cmd
@@ -141,7 +142,7 @@ func dlqPurge() *cobra.Command {
 			})
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
+	s.Register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to delete (repeat or comma-separate)")
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "delete dead letters older than this (e.g. 720h)")
 	return cmd

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files")
 
 // The help of every command and the answers to usage errors are golden files in
 // testdata/cli: a change to a flag, a default or a usage line shows in review. Run

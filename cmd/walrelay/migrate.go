@@ -33,24 +33,24 @@ func migrateCommand() *cobra.Command {
 			"Running it again changes nothing. --dry-run prints the SQL instead.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := s.load(cmd.Flags()); err != nil {
+			if err := s.Load(cmd.Flags()); err != nil {
 				return err
 			}
-			s.warn(cmd.ErrOrStderr(), nil)
-			if s.relay.DatabaseURL == "" {
+			s.Warn(cmd.ErrOrStderr(), nil)
+			if s.Relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}
 			// A URL that does not parse is bad configuration (exit 2), not a runtime failure.
-			if _, err := pgx.ParseConfig(s.relay.DatabaseURL); err != nil {
-				return fmt.Errorf("database url: %w", redact.Error(err, s.relay.DatabaseURL))
+			if _, err := pgx.ParseConfig(s.Relay.DatabaseURL); err != nil {
+				return fmt.Errorf("database url: %w", redact.Error(err, s.Relay.DatabaseURL))
 			}
-			if !migrateTableName.MatchString(s.relay.Table) {
-				return fmt.Errorf("table %q is not a table name (name or schema.name)", s.relay.Table)
+			if !migrateTableName.MatchString(s.Relay.Table) {
+				return fmt.Errorf("table %q is not a table name (name or schema.name)", s.Relay.Table)
 			}
-			if !migrateTableName.MatchString(s.relay.Publication) || len(s.relay.Publication) > 63 {
-				return fmt.Errorf("publication %q is not a valid name", s.relay.Publication)
+			if !migrateTableName.MatchString(s.Relay.Publication) || len(s.Relay.Publication) > 63 {
+				return fmt.Errorf("publication %q is not a valid name", s.Relay.Publication)
 			}
-			if err := s.relay.Columns.Validate(); err != nil {
+			if err := s.Relay.Columns.Validate(); err != nil {
 				return err
 			}
 			if lockTimeout <= 0 {
@@ -58,8 +58,8 @@ func migrateCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			rep, err := migrations.Migrate(cmd.Context(), migrations.Options{
-				DatabaseURL: s.relay.DatabaseURL, Password: s.relay.DatabasePassword, Table: s.relay.Table, Columns: s.relay.Columns,
-				Publication: s.relay.Publication, DryRun: dryRun, LockTimeout: lockTimeout, Out: out,
+				DatabaseURL: s.Relay.DatabaseURL, Password: s.Relay.DatabasePassword, Table: s.Relay.Table, Columns: s.Relay.Columns,
+				Publication: s.Relay.Publication, DryRun: dryRun, LockTimeout: lockTimeout, Out: out,
 			})
 			if err != nil {
 				var conflicts *migrations.ConflictError
@@ -84,7 +84,7 @@ func migrateCommand() *cobra.Command {
 			}
 			if notify {
 				if err := migrations.InstallNotifyWith(cmd.Context(),
-					migrations.Options{DatabaseURL: s.relay.DatabaseURL, Password: s.relay.DatabasePassword}, s.relay.Table, s.relay.Columns.ID); err != nil {
+					migrations.Options{DatabaseURL: s.Relay.DatabaseURL, Password: s.Relay.DatabasePassword}, s.Relay.Table, s.Relay.Columns.ID); err != nil {
 					return runtimeError{err}
 				}
 				fmt.Fprintf(out, "installed trigger walrelay_outbox_insert_notify (NOTIFY %s on each insert)\n", poller.NotifyChannel)
@@ -92,7 +92,7 @@ func migrateCommand() *cobra.Command {
 			return nil
 		},
 	}
-	s.register(cmd.Flags(), "database-url", "database-auth", "table", "publication", "column-id", "column-aggregate-type",
+	s.Register(cmd.Flags(), "database-url", "database-auth", "table", "publication", "column-id", "column-aggregate-type",
 		"column-aggregate-id", "column-event-type", "column-payload", "column-created-at")
 	cmd.Flags().BoolVar(&notify, "notify", false, "also install the insert trigger that wakes a poll-mode relay (LISTEN/NOTIFY)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the SQL migrate would run, and change nothing")

@@ -39,11 +39,11 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 		Long:  long + "\nSend --admin-token (WALRELAY_ADMIN_TOKEN) when the relay has one.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := s.load(cmd.Flags()); err != nil {
+			if err := s.Load(cmd.Flags()); err != nil {
 				return err
 			}
-			s.warn(cmd.ErrOrStderr(), nil)
-			base, _, err := s.adminURL()
+			s.Warn(cmd.ErrOrStderr(), nil)
+			base, _, err := adminURL(s)
 			if err != nil {
 				return err
 			}
@@ -60,7 +60,7 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 				target += "?database=" + url.QueryEscape(database)
 				base += " (database " + database + ")"
 			}
-			if err := adminPost(cmd.Context(), target, s.admin.Token, &answer); err != nil {
+			if err := adminPost(cmd.Context(), target, s.Admin.Token, &answer); err != nil {
 				return runtimeError{err}
 			}
 			base = redact.URL(base) // --admin-url may carry a token
@@ -78,7 +78,7 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 			return nil
 		},
 	}
-	s.register(cmd.Flags(), "admin-url", "admin-token", "metrics-addr")
+	s.Register(cmd.Flags(), "admin-url", "admin-token", "metrics-addr")
 	cmd.Flags().StringVar(&database, "database", "", "the database to "+verb+", of a relay that runs a databases list")
 	return cmd
 }

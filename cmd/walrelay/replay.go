@@ -34,10 +34,10 @@ func replayCommand() *cobra.Command {
 			"It takes the settings run takes (--config, WALRELAY_*, the sink, table and column settings).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := s.load(cmd.Flags()); err != nil {
+			if err := s.Load(cmd.Flags()); err != nil {
 				return err
 			}
-			s.warn(cmd.ErrOrStderr(), nil)
+			s.Warn(cmd.ErrOrStderr(), nil)
 			now := time.Now()
 			var err error
 			if f.Since, err = ops.ParseReplayTime("--since", since, now); err != nil {
@@ -49,10 +49,10 @@ func replayCommand() *cobra.Command {
 			if rate < 0 {
 				return fmt.Errorf("--rate must be 0 (no limit) or positive, got %v", rate)
 			}
-			if s.relay.DatabaseURL == "" {
+			if s.Relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}
-			if err := ops.CheckReplay(s.relay, f, now); err != nil {
+			if err := ops.CheckReplay(s.Relay, f, now); err != nil {
 				return runtimeError{err}
 			}
 			if !dryRun && !ignorePause {
@@ -60,22 +60,22 @@ func replayCommand() *cobra.Command {
 					return err
 				}
 			}
-			logger, err := s.logger()
+			logger, err := s.Logger()
 			if err != nil {
 				return err
 			}
-			pool, err := ops.OpenPool(cmd.Context(), s.relay)
+			pool, err := ops.OpenPool(cmd.Context(), s.Relay)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
 			opts := ops.ReplayOptions{Filter: f, ID: ops.NewReplayID(), DryRun: dryRun, Rate: rate}
-			cfg := s.relay
+			cfg := s.Relay
 			if !dryRun {
-				if err := s.sinks.Validate(); err != nil {
+				if err := s.Sinks.Validate(); err != nil {
 					return err
 				}
-				open, err := sinks.Open(cmd.Context(), s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
+				open, err := sinks.Open(cmd.Context(), s.Sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
 					PollBatch: cfg.PollInFlight()}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
 				if err != nil {
 					return runtimeError{err}
@@ -99,13 +99,8 @@ func replayCommand() *cobra.Command {
 		},
 	}
 	// Every setting run takes, and where to ask the relay whether it is paused.
-	names := []string{"admin-url"}
-	for _, st := range s.all {
-		if !st.only {
-			names = append(names, st.name)
-		}
-	}
-	s.register(cmd.Flags(), names...)
+	names := append([]string{"admin-url"}, s.DefaultNames()...)
+	s.Register(cmd.Flags(), names...)
 	fl := cmd.Flags()
 	fl.StringVar(&since, "since", "", "replay rows created at or after this time (RFC 3339, or a duration before now)")
 	fl.StringVar(&until, "until", "", "replay rows created before this time (RFC 3339, or a duration before now)")

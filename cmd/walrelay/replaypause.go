@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/walrelay/walrelay/settings"
 	"io"
 	"net/http"
 	"net/url"
@@ -22,8 +23,8 @@ type relayPause struct {
 // it is paused, and refuses while it is: a paused relay publishes nothing, replays
 // included. A relay that cannot be reached is said on w, and the replay goes on; one
 // that refuses to answer (a token is missing or wrong) stops it, since it is there.
-func refuseWhilePaused(ctx context.Context, s *settings, w io.Writer, now time.Time) error {
-	base, _, err := s.adminURL()
+func refuseWhilePaused(ctx context.Context, s *settings.Settings, w io.Writer, now time.Time) error {
+	base, _, err := adminURL(s)
 	if err != nil {
 		return err
 	}
@@ -32,7 +33,7 @@ func refuseWhilePaused(ctx context.Context, s *settings, w io.Writer, now time.T
 		return nil
 	}
 	var st relayPause
-	err = adminRequest(ctx, http.MethodGet, base+"/pause", s.admin.Token, &st)
+	err = adminRequest(ctx, http.MethodGet, base+"/pause", s.Admin.Token, &st)
 	var refusal adminRefusal
 	var unreachable *url.Error
 	switch {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/settings"
 )
 
 // statusFailed ends `walrelay status` with code after it printed its report.
@@ -53,25 +54,25 @@ func statusCommand() *cobra.Command {
 			"the code of the first problem of any.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := s.load(cmd.Flags()); err != nil {
+			if err := s.Load(cmd.Flags()); err != nil {
 				return err
 			}
-			s.warn(cmd.ErrOrStderr(), nil)
-			if len(s.databases) > 0 || only != "" {
+			s.Warn(cmd.ErrOrStderr(), nil)
+			if len(s.DatabaseNames()) > 0 || only != "" {
 				return statusDatabases(cmd, s, only, limits, asJSON)
 			}
-			if s.relay.DatabaseURL == "" {
+			if s.Relay.DatabaseURL == "" {
 				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}
 			if stallTimeout > 0 && !cmd.Flags().Changed("max-pending-age") {
 				limits.MaxPendingAge = stallTimeout
 			}
 			var err error
-			if limits.RelayURL, limits.RelayRequired, err = s.adminURL(); err != nil {
+			if limits.RelayURL, limits.RelayRequired, err = adminURL(s); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			st, err := readStatus(cmd.Context(), s.relay, limits)
+			st, err := readStatus(cmd.Context(), s.Relay, limits)
 			code := ops.StatusExitCode(st.Problems)
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -88,7 +89,7 @@ func statusCommand() *cobra.Command {
 			return nil
 		},
 	}
-	s.register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth", "slot", "publication", "mode", "on-publish", "metrics-addr",
+	s.Register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth", "slot", "publication", "mode", "on-publish", "metrics-addr",
 		"admin-url"}, tableSettings...)...)
 	cmd.Flags().StringVar(&only, "database", "", "with a file's databases list: report this database of it alone (empty: each)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts (the same checks, with ok and exit_code)")
@@ -122,40 +123,40 @@ type databasesReport struct {
 
 // statusDatabases is status for each database of the file's databases list, or
 // the one only names: each asked of the relay as /readyz?database=NAME.
-func statusDatabases(cmd *cobra.Command, s *settings, only string, limits ops.StatusLimits, asJSON bool) error {
-	if len(s.databases) == 0 {
+func statusDatabases(cmd *cobra.Command, s *settings.Settings, only string, limits ops.StatusLimits, asJSON bool) error {
+	if len(s.DatabaseNames()) == 0 {
 		return fmt.Errorf("--database %s: the configuration lists no databases (a file's databases: list)", only)
 	}
-	if only != "" && !slices.Contains(s.databaseNames(), only) {
-		return fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(s.databaseNames(), ", "))
+	if only != "" && !slices.Contains(s.DatabaseNames(), only) {
+		return fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(s.DatabaseNames(), ", "))
 	}
-	entries, err := s.databaseSettings(cmd.Flags())
+	entries, err := s.Databases(cmd.Flags())
 	if err != nil {
 		return err
 	}
 	var relayURL string
-	if relayURL, limits.RelayRequired, err = s.adminURL(); err != nil {
+	if relayURL, limits.RelayRequired, err = adminURL(s); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
 	report := databasesReport{Databases: map[string]ops.StatusReport{}}
 	var all []ops.Problem
 	for _, d := range entries {
-		if only != "" && d.entry != only {
+		if only != "" && d.Name() != only {
 			continue
 		}
-		if d.relay.DatabaseURL == "" {
-			return fmt.Errorf("database %s: database-url is missing; set it in its entry or at the top level", d.entry)
+		if d.Relay.DatabaseURL == "" {
+			return fmt.Errorf("database %s: database-url is missing; set it in its entry or at the top level", d.Name())
 		}
 		l := limits
-		l.RelayURL, l.RelayDatabase = relayURL, d.entry
-		st, err := readStatus(cmd.Context(), d.relay, l)
+		l.RelayURL, l.RelayDatabase = relayURL, d.Name()
+		st, err := readStatus(cmd.Context(), d.Relay, l)
 		all = append(all, st.Problems...)
 		if asJSON {
-			report.Databases[d.entry] = ops.NewStatusReport(st)
+			report.Databases[d.Name()] = ops.NewStatusReport(st)
 			continue
 		}
-		fmt.Fprintf(out, "database %s\n", d.entry)
+		fmt.Fprintf(out, "database %s\n", d.Name())
 		printStatus(out, st, err == nil)
 		fmt.Fprintln(out)
 	}
@@ -177,20 +178,20 @@ func statusDatabases(cmd *cobra.Command, s *settings, only string, limits ops.St
 // adminURL is where status asks the relay: --admin-url (then an unreachable relay
 // is a problem), else the relay's --metrics-addr when set (loopback for a wildcard
 // address; an unreachable relay is only reported), else nowhere.
-func (s *settings) adminURL() (url string, required bool, err error) {
-	if s.adminAddr != "" {
-		u := strings.TrimSuffix(s.adminAddr, "/")
+func adminURL(s *settings.Settings) (url string, required bool, err error) {
+	if s.AdminURL != "" {
+		u := strings.TrimSuffix(s.AdminURL, "/")
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			u = "http://" + u
 		}
 		return u, true, nil
 	}
-	if s.admin.Addr == "" {
+	if s.Admin.Addr == "" {
 		return "", false, nil
 	}
-	host, port, err := net.SplitHostPort(s.admin.Addr)
+	host, port, err := net.SplitHostPort(s.Admin.Addr)
 	if err != nil {
-		return "", false, fmt.Errorf("metrics-addr %q: %w", s.admin.Addr, err)
+		return "", false, fmt.Errorf("metrics-addr %q: %w", s.Admin.Addr, err)
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/internal/redact"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 	"github.com/walrelay/walrelay/sink/kafka"
 	"github.com/walrelay/walrelay/sink/nats"
@@ -42,12 +43,16 @@ type Config struct {
 	// queue and the Pub/Sub topic; {aggregate_type} and {event_type} are replaced. RabbitMQ has its
 	// own templates.
 	TopicTemplate string
-	Kafka         kafka.Config
-	NATS          nats.Config
-	RabbitMQ      rabbitmq.Config
-	Redis         redis.Config
-	SQS           sqs.Config
-	PubSub        pubsub.Config
+	// Format is how an event becomes a record (key, value, headers, timestamp),
+	// the same for every broker: the selected broker's own Format (Kafka.Format,
+	// NATS.Format, ...) is set from it, whatever it held.
+	Format   record.Format
+	Kafka    kafka.Config
+	NATS     nats.Config
+	RabbitMQ rabbitmq.Config
+	Redis    redis.Config
+	SQS      sqs.Config
+	PubSub   pubsub.Config
 }
 
 // DefaultConfig is Kafka, with each broker's defaults.
@@ -109,6 +114,7 @@ func (c Config) Validate() error {
 func (c Config) kafka(w Window) kafka.Config {
 	k := c.Kafka
 	k.TopicTemplate = c.TopicTemplate
+	k.Format = c.Format
 	k.MaxBufferedEvents = 2*w.Events + w.PollBatch + 1000
 	k.MaxBufferedBytes = int(2*w.Bytes) + 16<<20
 	return k
@@ -117,34 +123,34 @@ func (c Config) kafka(w Window) kafka.Config {
 func (c Config) nats() nats.Config {
 	n := c.NATS
 	n.SubjectTemplate = c.TopicTemplate
-	n.Format = c.Kafka.Format
+	n.Format = c.Format
 	return n
 }
 
 func (c Config) rabbitmq() rabbitmq.Config {
 	r := c.RabbitMQ
-	r.Format = c.Kafka.Format
+	r.Format = c.Format
 	return r
 }
 
 func (c Config) redis() redis.Config {
 	r := c.Redis
 	r.StreamTemplate = c.TopicTemplate
-	r.Format = c.Kafka.Format
+	r.Format = c.Format
 	return r
 }
 
 func (c Config) sqs() sqs.Config {
 	q := c.SQS
 	q.QueueTemplate = c.TopicTemplate
-	q.Format = c.Kafka.Format
+	q.Format = c.Format
 	return q
 }
 
 func (c Config) pubsub(log *slog.Logger) pubsub.Config {
 	p := c.PubSub
 	p.TopicTemplate = c.TopicTemplate
-	p.Format = c.Kafka.Format
+	p.Format = c.Format
 	p.Logger = log
 	return p
 }

@@ -47,8 +47,9 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The record settings reach every sink, whose messages follow package record; each
-// refuses, rather than ignores, the parts its messages have no room for.
+// The record settings (Config.Format, once for every broker) reach every sink, whose
+// messages follow package record; each refuses, rather than ignores, the parts its
+// messages have no room for.
 func TestRecordFormat(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -56,6 +57,8 @@ func TestRecordFormat(t *testing.T) {
 		tweak func(*record.Format)
 		want  string // substring of the error; "" means valid
 	}{
+		{"kafka value schemas", sinks.Kafka, func(f *record.Format) { f.ValueConverter, f.ValueSchemas = record.JSON, true }, ""},
+		{"kafka schemas without json", sinks.Kafka, func(f *record.Format) { f.KeySchemas = true }, "key-converter-schemas-enable needs key-converter json"},
 		{"nats default", sinks.NATS, func(*record.Format) {}, ""},
 		{"nats value json", sinks.NATS, func(f *record.Format) { f.ValueConverter, f.ValueSchemas = record.JSON, true }, ""},
 		{"nats debezium headers", sinks.NATS, func(f *record.Format) { f.IDHeaderOnly, f.TombstoneOnEmpty = true, true }, ""},
@@ -74,9 +77,10 @@ func TestRecordFormat(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := sinks.DefaultConfig()
 			c.Kind = tc.kind
+			c.Kafka.Brokers = []string{"127.0.0.1:9092"}
 			c.NATS.URL = "nats://127.0.0.1:4222"
 			c.PubSub.Project = "p"
-			tc.tweak(&c.Kafka.Format)
+			tc.tweak(&c.Format)
 			err := c.Validate()
 			switch {
 			case tc.want == "" && err != nil:

@@ -1,21 +1,23 @@
-package main
+package debezium_test
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/walrelay/walrelay/debezium"
 )
 
-// TestImportStrimzi reads testdata/debezium/strimzi-outbox.yaml: the connector from
+// TestImportStrimzi reads testdata/strimzi-outbox.yaml: the connector from
 // the KafkaConnector (spec.class, spec.config), the converters and brokers from the
 // KafkaConnect beside it, and --worker over the KafkaConnect.
 func TestImportStrimzi(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "debezium", "strimzi-outbox.yaml"))
+	data, err := os.ReadFile(filepath.Join("testdata", "strimzi-outbox.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, diffs, err := importDebezium("strimzi-outbox.yaml", data, nil, nil)
+	out, diffs, err := debezium.Import("strimzi-outbox.yaml", data, nil, nil)
 	if err != nil || len(diffs) > 0 {
 		t.Fatalf("import: %v, differences %q", err, diffs)
 	}
@@ -29,7 +31,7 @@ func TestImportStrimzi(t *testing.T) {
 	if strings.Contains(out, "secrets:shop") {
 		t.Errorf("output prints the password reference:\n%s", out)
 	}
-	out, _, err = importDebezium("strimzi-outbox.yaml", data, map[string]string{}, nil)
+	out, _, err = debezium.Import("strimzi-outbox.yaml", data, map[string]string{}, nil)
 	if err != nil || !strings.Contains(out, "value-converter: string\n") {
 		t.Errorf("with a worker file: %v, want its converters (none: string):\n%s", err, out)
 	}
@@ -47,7 +49,7 @@ func TestImportStrimziRefuses(t *testing.T) {
 			"spec.class in a Strimzi KafkaConnector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := importDebezium("k.yaml", []byte(tc.yaml), nil, nil)
+			_, _, err := debezium.Import("k.yaml", []byte(tc.yaml), nil, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one with %q", err, tc.want)
 			}

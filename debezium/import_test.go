@@ -1,26 +1,35 @@
-package main
+package debezium_test
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/walrelay/walrelay/debezium"
+	"github.com/walrelay/walrelay/settings"
 )
 
-// debeziumConfigs are the convertible configurations in testdata/debezium, each with
+// postgresConnector is the connector class a refused file is told to name.
+const postgresConnector = "io.debezium.connector.postgresql.PostgresConnector"
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// debeziumConfigs are the convertible configurations in testdata, each with
 // a .golden file of the expected output.
 var debeziumConfigs = []string{"connect-outbox.json", "server.properties", "unsupported.json", "router-placement.json", "tutorial-outbox.json", "strimzi-outbox.yaml"}
 
 func convertTestdata(t *testing.T, name string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "debezium", name))
+	data, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := importDebezium(name, data, nil, nil)
+	out, _, err := debezium.Import(name, data, nil, nil)
 	if err != nil {
 		t.Fatalf("import %s: %v", name, err)
 	}
@@ -33,7 +42,7 @@ func TestImportDebeziumGolden(t *testing.T) {
 	for _, name := range debeziumConfigs {
 		t.Run(name, func(t *testing.T) {
 			got := convertTestdata(t, name)
-			golden := filepath.Join("testdata", "debezium", strings.TrimSuffix(name, filepath.Ext(name))+".golden")
+			golden := filepath.Join("testdata", strings.TrimSuffix(name, filepath.Ext(name))+".golden")
 			if *update {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 					t.Fatal(err)
@@ -61,27 +70,27 @@ func TestImportDebeziumOutputLoads(t *testing.T) {
 			if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			s := newSettings()
+			s := settings.New()
 			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-			s.register(fs)
+			s.Register(fs)
 			if err := fs.Parse([]string{"--config", path}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.load(fs); err != nil {
+			if err := s.Load(fs); err != nil {
 				t.Fatalf("walrelay run --config would refuse the output: %v", err)
 			}
 			if !strings.Contains(out, "\nkafka-brokers: ") {
 				if !strings.Contains(out, "# kafka-brokers: not in the connector configuration") {
 					t.Errorf("no kafka-brokers and no reminder to set them:\n%s", out)
 				}
-				s.sinks.Kafka.Brokers = []string{"broker:9092"} // what the reminder asks for
+				s.Sinks.Kafka.Brokers = []string{"broker:9092"} // what the reminder asks for
 			}
-			if err := errors.Join(s.relay.Validate(), s.sinks.Validate()); err != nil {
+			if err := errors.Join(s.Relay.Validate(), s.Sinks.Validate()); err != nil {
 				t.Errorf("walrelay run would refuse the output: %v", err)
 			}
-			if s.relay.DatabaseURL == "" || s.relay.Columns.AggregateID == "" && len(s.relay.Tables) == 0 {
+			if s.Relay.DatabaseURL == "" || s.Relay.Columns.AggregateID == "" && len(s.Relay.Tables) == 0 {
 				t.Errorf("database url %q, aggregate id column %q, %d tables: the mapping got lost",
-					s.relay.DatabaseURL, s.relay.Columns.AggregateID, len(s.relay.Tables))
+					s.Relay.DatabaseURL, s.Relay.Columns.AggregateID, len(s.Relay.Tables))
 			}
 		})
 	}
@@ -141,11 +150,11 @@ func TestImportDebeziumRefusesOthers(t *testing.T) {
 		b := []byte(data)
 		if data == "" {
 			var err error
-			if b, err = os.ReadFile(filepath.Join("testdata", "debezium", name)); err != nil {
+			if b, err = os.ReadFile(filepath.Join("testdata", name)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_, _, err := importDebezium(name, b, nil, nil)
+		_, _, err := debezium.Import(name, b, nil, nil)
 		if err == nil {
 			t.Errorf("%s: converted, want an error", name)
 			continue
@@ -163,7 +172,7 @@ func TestImportDebeziumRefusesOthers(t *testing.T) {
 // difference.
 func TestImportDebeziumConverters(t *testing.T) {
 	const base = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox"`
-	worker := parseProperties("key.converter=org.apache.kafka.connect.json.JsonConverter\n" +
+	worker := debezium.ParseProperties("key.converter=org.apache.kafka.connect.json.JsonConverter\n" +
 		"value.converter=org.apache.kafka.connect.json.JsonConverter\nvalue.converter.schemas.enable=false\n")
 	for _, tc := range []struct {
 		name      string
@@ -201,7 +210,7 @@ func TestImportDebeziumConverters(t *testing.T) {
 			[]string{"value-converter: bytearray\n"}, []string{"transforms.outbox.table.fields.additional.placement=a:envelope:b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, diffs, err := importDebezium(tc.name, []byte(tc.connector), tc.worker, nil)
+			out, diffs, err := debezium.Import(tc.name, []byte(tc.connector), tc.worker, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +263,7 @@ func TestImportDebeziumRouting(t *testing.T) {
 		{"times without headers", `, "time.precision.mode": "connect"`, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, diffs, err := importDebezium(tc.name, []byte(base+tc.options+"}"), nil, nil)
+			out, diffs, err := debezium.Import(tc.name, []byte(base+tc.options+"}"), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,7 +291,7 @@ func TestImportExpandFieldNameAdjustment(t *testing.T) {
 		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
 		"transforms.outbox.table.expand.json.payload": "true", "field.name.adjustment.mode": "%s"}`
 	for mode, want := range map[string]int{"none": 0, "avro": 1} {
-		_, diffs, err := importDebezium("c.json", []byte(strings.Replace(conf, "%s", mode, 1)), nil, nil)
+		_, diffs, err := debezium.Import("c.json", []byte(strings.Replace(conf, "%s", mode, 1)), nil, nil)
 		if err != nil || len(diffs) != want {
 			t.Errorf("%s: %v, differences %q, want %d", mode, err, diffs, want)
 		}

@@ -1,4 +1,4 @@
-package main
+package settings_test
 
 import (
 	"log/slog"
@@ -10,10 +10,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/outbox"
-	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/settings"
 	"github.com/walrelay/walrelay/sink/sinks"
 )
 
@@ -50,25 +49,25 @@ func TestSettingsPrecedence(t *testing.T) {
 			if tc.flag {
 				args = append(args, "--slot", "c")
 			}
-			s := newSettings()
+			s := settings.New()
 			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-			s.register(fs)
+			s.Register(fs)
 			if err := fs.Parse(args); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.load(fs); err != nil {
+			if err := s.Load(fs); err != nil {
 				t.Fatal(err)
 			}
-			if s.relay.Slot != tc.want {
-				t.Errorf("slot %q, want %q", s.relay.Slot, tc.want)
+			if s.Relay.Slot != tc.want {
+				t.Errorf("slot %q, want %q", s.Relay.Slot, tc.want)
 			}
-			if s.relay.DatabaseURL != "postgres://relay@db/app" || len(s.sinks.Kafka.Brokers) != 2 ||
-				s.relay.SlotFailover || s.sinks.Kind != sinks.Kafka {
+			if s.Relay.DatabaseURL != "postgres://relay@db/app" || len(s.Sinks.Kafka.Brokers) != 2 ||
+				s.Relay.SlotFailover || s.Sinks.Kind != sinks.Kafka {
 				t.Errorf("file-only values not loaded: %q %v failover=%v sink=%s",
-					s.relay.DatabaseURL, s.sinks.Kafka.Brokers, s.relay.SlotFailover, s.sinks.Kind)
+					s.Relay.DatabaseURL, s.Sinks.Kafka.Brokers, s.Relay.SlotFailover, s.Sinks.Kind)
 			}
-			if s.relay.Table != "outbox_events" {
-				t.Errorf("table %q, want the default outbox_events", s.relay.Table)
+			if s.Relay.Table != "outbox_events" {
+				t.Errorf("table %q, want the default outbox_events", s.Relay.Table)
 			}
 		})
 	}
@@ -78,19 +77,19 @@ func TestSettingsPrecedence(t *testing.T) {
 // (the article's where not named) and topic template; the relay's checks reject a
 // table listed twice and an entry with an unknown key.
 func TestSettingsTables(t *testing.T) {
-	load := func(t *testing.T, yaml string) (*settings, error) {
+	load := func(t *testing.T, yaml string) (*settings.Settings, error) {
 		t.Helper()
 		file := filepath.Join(t.TempDir(), "walrelay.yaml")
 		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := newSettings()
+		s := settings.New()
 		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-		s.register(fs)
+		s.Register(fs)
 		if err := fs.Parse([]string{"--config", file}); err != nil {
 			t.Fatal(err)
 		}
-		return s, s.load(fs)
+		return s, s.Load(fs)
 	}
 	s, err := load(t, `database-url: postgres://relay@db/app
 tables:
@@ -114,10 +113,10 @@ tables:
 			EventType: "type", Payload: "payload", Headers: []outbox.HeaderColumn{{Column: "tenant_id", Header: "tenant"}, {Column: "region"}},
 			Partition: "part", Trace: "tracingspancontext"}, TopicTemplate: "tenant_b.{aggregate_type}"},
 	}
-	if !reflect.DeepEqual(s.relay.Tables, want) {
-		t.Fatalf("tables %+v, want %+v", s.relay.Tables, want)
+	if !reflect.DeepEqual(s.Relay.Tables, want) {
+		t.Fatalf("tables %+v, want %+v", s.Relay.Tables, want)
 	}
-	if err := s.relay.Validate(); err != nil {
+	if err := s.Relay.Validate(); err != nil {
 		t.Fatalf("valid tables rejected: %v", err)
 	}
 
@@ -125,7 +124,7 @@ tables:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.relay.Validate(); err == nil || !strings.Contains(err.Error(), "listed twice") {
+	if err := s.Relay.Validate(); err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Fatalf("a table listed twice: %v, want an error saying so", err)
 	}
 	if _, err := load(t, "tables:\n  - table: a\n    column-idd: x\n"); err == nil || !strings.Contains(err.Error(), `unknown key "column-idd"`) {
@@ -139,27 +138,27 @@ tables:
 // Header columns come from a flag as column:header pairs; a partition column with a
 // sink that has no partitions is refused before anything connects.
 func TestSettingsPlacedColumns(t *testing.T) {
-	s := newSettings()
+	s := settings.New()
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	s.register(fs)
+	s.Register(fs)
 	if err := fs.Parse([]string{"--database-url", "postgres://relay@db/app", "--column-headers", "tenant_id:tenant, region",
 		"--column-partition", "part", "--sink", "nats", "--nats-url", "nats://127.0.0.1:4222"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.load(fs); err != nil {
+	if err := s.Load(fs); err != nil {
 		t.Fatal(err)
 	}
 	want := []outbox.HeaderColumn{{Column: "tenant_id", Header: "tenant"}, {Column: "region"}}
-	if !reflect.DeepEqual(s.relay.Columns.Headers, want) || s.relay.Columns.Trace != outbox.DefaultTraceColumn {
-		t.Fatalf("headers %+v trace %q, want %+v and the default trace column", s.relay.Columns.Headers, s.relay.Columns.Trace, want)
+	if !reflect.DeepEqual(s.Relay.Columns.Headers, want) || s.Relay.Columns.Trace != outbox.DefaultTraceColumn {
+		t.Fatalf("headers %+v trace %q, want %+v and the default trace column", s.Relay.Columns.Headers, s.Relay.Columns.Trace, want)
 	}
-	if _, err := s.relayConfig(t.Context(), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "partitions are Kafka's") {
+	if _, err := s.RelayConfig(t.Context(), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "partitions are Kafka's") {
 		t.Fatalf("column-partition with --sink nats: %v, want an error saying partitions are Kafka's", err)
 	}
 	if err := fs.Set("column-headers", "tenant_id:a:b"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.load(fs); err == nil || !strings.Contains(err.Error(), "--column-headers") {
+	if err := s.Load(fs); err == nil || !strings.Contains(err.Error(), "--column-headers") {
 		t.Fatalf("a bad column-headers entry: %v, want an error naming the flag", err)
 	}
 }
@@ -181,17 +180,17 @@ func TestSettingsSQS(t *testing.T) {
 		{"bad endpoint", []string{"--topic-template", "outbox", "--sqs-endpoint", "localhost:9324"}, "sqs endpoint"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSettings()
+			s := settings.New()
 			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-			s.register(fs)
+			s.Register(fs)
 			args := append([]string{"--database-url", "postgres://relay@db/app", "--sink", "sqs", "--sqs-region", "eu-west-1"}, tc.args...)
 			if err := fs.Parse(args); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.load(fs); err != nil {
+			if err := s.Load(fs); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := s.relayConfig(t.Context(), slog.New(slog.DiscardHandler))
+			cfg, err := s.RelayConfig(t.Context(), slog.New(slog.DiscardHandler))
 			if cfg.Sink != nil {
 				cfg.Sink.Close()
 			}
@@ -227,111 +226,15 @@ func TestConfigFileErrorLines(t *testing.T) {
 			if err := os.WriteFile(file, []byte(tc.file), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			s := newSettings()
+			s := settings.New()
 			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-			s.register(fs)
+			s.Register(fs)
 			if err := fs.Parse([]string{"--config", file}); err != nil {
 				t.Fatal(err)
 			}
-			err := s.load(fs)
+			err := s.Load(fs)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one with %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// An unknown WALRELAY_* variable is a warning naming the nearest setting; known
-// ones, other variables and the test harness's are not.
-func TestUnknownEnvironmentVariables(t *testing.T) {
-	names := newSettings().names()
-	got := unknownEnv([]string{"WALRELAY_SLOT=a", "WALRELAY_KAFKA_BROKER=k:9092", "WALRELAY_CONFIG=f.yaml", "PATH=/bin",
-		"WALRELAY_TEST_DATABASE_URL=x", "WALRELAY_PG_VERSION=17", "WALRELAY_COMPLETELY_DIFFERENT=1", "WALRELAY_ADMIN_URL=http://r:9731"}, names)
-	want := []string{
-		"environment variable WALRELAY_KAFKA_BROKER is not a walrelay setting and is ignored; did you mean WALRELAY_KAFKA_BROKERS?",
-		"environment variable WALRELAY_COMPLETELY_DIFFERENT is not a walrelay setting and is ignored",
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("warnings:\n%q\nwant:\n%q", got, want)
-	}
-}
-
-func TestBytesSetting(t *testing.T) {
-	for in, want := range map[string]int64{"1048576": 1 << 20, "64MiB": 64 << 20, "512KiB": 512 << 10, "1MB": 1_000_000,
-		"2GiB": 2 << 30, "10 kB": 10_000, "0": 0, "7B": 7} {
-		if got, err := parseBytes(in); err != nil || got != want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "lots", "-1", "1.5MiB", "64mib", "9999999999GiB"} {
-		if _, err := parseBytes(in); err == nil {
-			t.Errorf("parseBytes(%q) succeeded; want an error", in)
-		}
-	}
-	for n, want := range map[int64]string{64 << 20: "64MiB", 0: "0", 1000: "1000", 3 << 10: "3KiB", 1<<30 + 1: "1073741825"} {
-		if got := formatBytes(n); got != want {
-			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
-func TestNearest(t *testing.T) {
-	names := []string{"slot", "publication", "kafka-brokers", "status-interval", "stats-interval"}
-	for in, want := range map[string]string{"slott": "slot", "publicaton": "publication", "kafka-broker": "kafka-brokers",
-		"status-intervall": "status-interval", "xyz": "", "database": ""} {
-		if got := nearest(in, names); got != want {
-			t.Errorf("nearest(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// status exits with the code of the most telling problem: the relay's own word, then
-// no relay, then waiting rows, then the rest.
-func TestStatusCode(t *testing.T) {
-	p := func(checks ...ops.Check) []ops.Problem {
-		var ps []ops.Problem
-		for _, c := range checks {
-			ps = append(ps, ops.Problem{Check: c})
-		}
-		return ps
-	}
-	for _, tc := range []struct {
-		problems []ops.Problem
-		want     int
-	}{
-		{nil, 0},
-		{p(ops.CheckDeadLetters), 1},
-		{p(ops.CheckPending, ops.CheckDeadLetters), 5},
-		{p(ops.CheckPending, ops.CheckNotStreamed), 4},
-		{p(ops.CheckNotStreamed, ops.CheckRelayNotReady, ops.CheckPending), 6},
-		{p(ops.CheckDatabase), 3},
-		{p(ops.Check("something new")), 1},
-	} {
-		if got := ops.StatusExitCode(tc.problems); got != tc.want {
-			t.Errorf("StatusExitCode(%v) = %d, want %d", tc.problems, got, tc.want)
-		}
-	}
-}
-
-// Envelope columns with JSON value schemas need topic-prefix, which names the
-// struct's schema; the byte array converter cannot write a struct at all.
-func TestCheckEnvelope(t *testing.T) {
-	tables := []relay.TableConfig{{Table: "public.outbox", Columns: outbox.Columns{Envelope: []outbox.HeaderColumn{{Column: "a"}}}}}
-	for _, tc := range []struct {
-		name   string
-		format record.Format
-		want   string
-	}{
-		{"json schemas with prefix", record.Format{ValueConverter: record.JSON, ValueSchemas: true, TopicPrefix: "dbserver1"}, ""},
-		{"json schemas without prefix", record.Format{ValueConverter: record.JSON, ValueSchemas: true}, "set topic-prefix"},
-		{"bytearray", record.Format{ValueConverter: record.ByteArray}, "needs value-converter json or string"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sc := sinks.DefaultConfig()
-			sc.Kafka.Format = tc.format
-			err := checkEnvelope(sc, tables)
-			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-				t.Errorf("checkEnvelope: %v, want %q", err, tc.want)
 			}
 		})
 	}

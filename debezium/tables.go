@@ -1,4 +1,4 @@
-package main
+package debezium
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/walrelay/walrelay/record"
 )
 
-// catalogTables lists the ordinary and partitioned tables of the database as
+// CatalogTables lists the ordinary and partitioned tables of the database as
 // schema.table, the names Debezium's PostgreSQL connector matches table.include.list
 // against (TableId.toString), PostgreSQL's own schemas left out.
-func catalogTables(ctx context.Context, dbURL string) ([]string, error) {
+func CatalogTables(ctx context.Context, dbURL string) ([]string, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect to --database-url to resolve table.include.list: %w", err)
@@ -64,4 +64,48 @@ func includedTables(entry string, catalog []string) (tables []string, reason str
 		return nil, "a regular expression no table of --database-url matches; check the database, or list the outbox tables by name"
 	}
 	return tables, ""
+}
+
+// tables resolves table.include.list and writes the table, with the fields, or a
+// tables list, each table with them.
+func (c *conversion) tables() {
+	var tables []string
+	if list, ok := c.use("table.include.list"); ok {
+		seen := map[string]bool{}
+		for _, entry := range splitList(list) {
+			resolved, reason := includedTables(entry, c.catalog)
+			if reason != "" {
+				c.differs("table.include.list", entry, reason)
+				continue
+			}
+			if len(resolved) != 1 || resolved[0] != strings.ReplaceAll(entry, `\.`, ".") {
+				c.b.WriteString("# table.include.list " + entry + ": the database's tables it matches: " + strings.Join(resolved, ", ") + "\n")
+			}
+			for _, t := range resolved {
+				if !seen[t] {
+					seen[t] = true
+					tables = append(tables, t)
+				}
+			}
+		}
+	}
+	switch {
+	case len(tables) <= 1:
+		if len(tables) == 1 {
+			line(&c.b, "table", tables[0])
+		} else {
+			c.b.WriteString("# table.include.list names no table: set table to the outbox table\n")
+		}
+		for _, f := range c.fields {
+			line(&c.b, f[0], f[1])
+		}
+	default:
+		c.b.WriteString("tables:\n")
+		for _, t := range tables {
+			c.b.WriteString("  - table: " + yamlScalar(t) + "\n")
+			for _, f := range c.fields {
+				c.b.WriteString("    " + f[0] + ": " + yamlScalar(f[1]) + "\n")
+			}
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/walrelay/walrelay/internal/suggest"
 )
 
 // harnessEnv are prefixes of variables the test harness reads, not walrelay.
@@ -28,7 +30,7 @@ func unknownEnv(environ []string, names []string) []string {
 			continue
 		}
 		w := fmt.Sprintf("environment variable %s is not a walrelay setting and is ignored", name)
-		if near := nearest(name, envNames); near != "" {
+		if near := suggest.Nearest(name, envNames); near != "" {
 			w += "; did you mean " + near + "?"
 		}
 		warnings = append(warnings, w)
@@ -45,10 +47,10 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 	return false
 }
 
-// warn reports the settings' warnings: as log lines once there is a logger, else
+// Warn reports the settings' warnings: as log lines once there is a logger, else
 // on w (stderr).
-func (s *settings) warn(w io.Writer, logger *slog.Logger) {
-	for _, msg := range s.warnings {
+func (s *Settings) Warn(w io.Writer, logger *slog.Logger) {
+	for _, msg := range s.Warnings {
 		if logger != nil {
 			logger.Warn(msg)
 		} else {

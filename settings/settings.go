@@ -1,26 +1,17 @@
-package main
+package settings
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-	"gopkg.in/yaml.v3"
-
 	"github.com/walrelay/walrelay/admin"
-	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/sinks"
-	"github.com/walrelay/walrelay/sink/sqs"
 )
 
 // setting is one configuration value, known by the same name everywhere: --NAME on
@@ -37,37 +28,60 @@ type setting struct {
 	only bool
 }
 
-// settings holds what the subcommands configure and how each value is parsed.
-type settings struct {
-	relay     relay.Config
-	admin     admin.Options // the listener: metrics-addr, admin-token, admin-hosts, pprof
-	sinks     sinks.Config
+// Settings holds what the subcommands configure and how each value is parsed: New
+// gives the defaults, Register adds the settings a command takes as flags, Load
+// applies the file, the environment and the flags over them, and CheckedConfig or
+// RelayConfig validate them into the relay's configuration.
+type Settings struct {
+	// Relay and Sinks are the relay's and the sink's configuration as loaded.
+	Relay relay.Config
+	Sinks sinks.Config
+	// Admin is the HTTP listener's: metrics-addr, admin-token, admin-hosts, pprof.
+	Admin admin.Options
+	// AdminURL is admin-url: the relay's HTTP address for status, pause, resume
+	// and replay (empty: the relay's metrics-addr).
+	AdminURL string
+	// DatabaseAuth is database-auth: AuthPassword or AuthAWSIAM.
+	DatabaseAuth string
+	// Authenticate, when set, is called after Load and after each databases entry
+	// is applied: it gives the configuration the credentials DatabaseAuth and the
+	// Kafka SASL mechanism ask for (the binary signs AWS tokens; this package
+	// signs none). Databases passes it on to each entry's settings.
+	Authenticate func(*Settings) error
+	// Warnings are what Load found odd but not wrong (an unknown WALRELAY_*
+	// variable); the command reports them (Warn).
+	Warnings []string
+
 	logLevel  string
 	logFormat string
-	adminAddr string // status: the relay's HTTP address
-	dbAuth    string // database-auth: password or aws-iam
 	all       []setting
-	// warnings are what load found odd but not wrong (an unknown WALRELAY_*
-	// variable); the subcommand reports them.
-	warnings []string
 	// databases are the file's databases list (databases.go), read by the
 	// subcommands that take --database; entry is the name of the one these
-	// settings are, while databaseSettings loads them.
+	// settings are, and where the place of its entry in the file, while
+	// Databases loads them.
 	databases []databaseEntry
 	entry     string
+	where     string
 }
 
-func newSettings() *settings {
-	s := &settings{relay: relay.DefaultConfig(), sinks: sinks.DefaultConfig(), logLevel: "info", logFormat: "json", dbAuth: authPassword}
-	s.admin.Addr = "127.0.0.1:9731" // loopback: exposing metrics is the operator's choice
-	c, b := &s.relay, &s.sinks
+// --database-auth values.
+const (
+	AuthPassword = "password"
+	AuthAWSIAM   = "aws-iam"
+)
+
+// New returns the defaults of every setting.
+func New() *Settings {
+	s := &Settings{Relay: relay.DefaultConfig(), Sinks: sinks.DefaultConfig(), logLevel: "info", logFormat: "json", DatabaseAuth: AuthPassword}
+	s.Admin.Addr = "127.0.0.1:9731" // loopback: exposing metrics is the operator's choice
+	c, b := &s.Relay, &s.Sinks
 	s.all = []setting{
 		urlSetting("database-url", "PostgreSQL URL, e.g. postgres://relay@db:5432/app (role with REPLICATION)", &c.DatabaseURL),
 		urlSetting("primary-url", "the primary's URL when database-url is a hot standby (PostgreSQL 16+): the slot is streamed on the standby, "+
 			"walrelay's bookkeeping is written to the primary; empty: the read-write server of a database-url that names several", &c.PrimaryURL),
 		{name: "database-auth", usage: "password (the URL's, or PGPASSWORD/.pgpass), or aws-iam (an RDS/Aurora IAM token for the URL's user, " +
 			"signed with the standard AWS credentials before each connection; needs AWS_REGION or a configured region)",
-			def: authPassword, set: func(v string) error { s.dbAuth = v; return nil }},
+			def: AuthPassword, set: func(v string) error { s.DatabaseAuth = v; return nil }},
 		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq, redis (streams), sqs or pubsub (Google Pub/Sub)", def: string(b.Kind),
 			set: func(v string) error { b.Kind = sinks.Kind(v); return nil }},
 		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port", kind: kindList,
@@ -153,57 +167,57 @@ func newSettings() *settings {
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
 		{name: "key-converter", usage: "how the record key is written, as Kafka Connect's key.converter: string (the aggregate id as it is), " +
 			"json (JsonConverter: a JSON string) or bytearray", def: "string",
-			set: func(v string) error { return setConverter(v, &b.Kafka.Format.KeyConverter) }},
+			set: func(v string) error { return setConverter(v, &b.Format.KeyConverter) }},
 		{name: "key-converter-schemas-enable", usage: "json key converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.KeySchemas) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.KeySchemas) }},
 		{name: "value-converter", usage: "how the record value is written, as Kafka Connect's value.converter: string (the payload as it is), " +
 			"json (JsonConverter: text and json payloads as a JSON string, bytea as base64, NULL as null) or bytearray", def: "string",
-			set: func(v string) error { return setConverter(v, &b.Kafka.Format.ValueConverter) }},
+			set: func(v string) error { return setConverter(v, &b.Format.ValueConverter) }},
 		{name: "value-converter-schemas-enable", usage: "json value converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ValueSchemas) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.ValueSchemas) }},
 		str("topic-prefix", "the Debezium connector's topic.prefix: column-envelope with value-converter-schemas-enable names the value's "+
-			"struct schema after it, topic-prefix.schema.table.aggregate_type.Value, as Debezium's outbox router does", &b.Kafka.Format.TopicPrefix),
+			"struct schema after it, topic-prefix.schema.table.aggregate_type.Value, as Debezium's outbox router does", &b.Format.TopicPrefix),
 		{name: "tombstone-on-empty-payload", usage: "publish a NULL, empty or blank payload as a tombstone whatever the converter " +
 			"(Debezium's route.tombstone.on.empty.payload); otherwise only the string and bytearray converters make NULL a tombstone",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.TombstoneOnEmpty) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.TombstoneOnEmpty) }},
 		{name: "expand-json-payload", usage: "value-converter string or json: write a payload that starts with { as the struct " +
 			"Debezium's table.expand.json.payload parses it into (null fields and empty arrays dropped, numbers as Java writes them); " +
 			"a payload that does not parse stays as it is",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Kafka.Format.ExpandJSON.Enabled) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.ExpandJSON.Enabled) }},
 		{name: "expand-json-payload-nulls", usage: "expand-json-payload: null fields are dropped (ignore) or kept as null (optional_bytes), " +
 			"Debezium's table.json.payload.null.behavior", def: "ignore",
 			set: func(v string) error {
-				return setExpandBehaviour(v, "optional_bytes", &b.Kafka.Format.ExpandJSON.KeepNulls)
+				return setExpandBehaviour(v, "optional_bytes", &b.Format.ExpandJSON.KeepNulls)
 			}},
 		{name: "expand-json-payload-empty-arrays", usage: "expand-json-payload: empty arrays are dropped (ignore) or kept (optional_string), " +
 			"Debezium's table.json.payload.empty.array.behavior", def: "ignore",
 			set: func(v string) error {
-				return setExpandBehaviour(v, "optional_string", &b.Kafka.Format.ExpandJSON.KeepEmptyArrays)
+				return setExpandBehaviour(v, "optional_string", &b.Format.ExpandJSON.KeepEmptyArrays)
 			}},
 		{name: "record-headers", usage: "walrelay's own record headers: walrelay (id, event_type, aggregate_type, aggregate_id, created_at) " +
 			"or debezium (id alone, as Debezium's outbox router); column-headers follow either", def: "walrelay",
-			set: func(v string) error { return setRecordHeaders(v, &b.Kafka.Format.IDHeaderOnly) }},
+			set: func(v string) error { return setRecordHeaders(v, &b.Format.IDHeaderOnly) }},
 		{name: "record-timestamp", usage: "the Kafka record timestamp: publish (the time walrelay publishes) or created-at " +
 			"(column-created-at, Debezium's table.field.event.timestamp; event-timeout then does not apply)", def: "publish",
-			set: func(v string) error { return setRecordTimestamp(v, &b.Kafka.Format.EventTimestamp) }},
+			set: func(v string) error { return setRecordTimestamp(v, &b.Format.EventTimestamp) }},
 		num("poll-batch-size", "rows locked and published per poll", &c.PollBatchSize),
 		num("poll-workers", "poll transactions under way at once per table in poll mode", &c.PollWorkers),
 		dur("poll-interval", "poller's fallback interval (NOTIFY wakes it sooner in poll mode)", &c.PollInterval),
 		dur("retention", "how long published rows are kept (0: forever); marked ones by processed_at, the progress mode's by created_at and at most 3·2^30 xids of age", &c.Retention),
-		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &s.admin.Addr),
+		str("metrics-addr", "serve /metrics, /healthz and /readyz here (empty: off)", &s.Admin.Addr),
 		{name: "admin-url", usage: "status, pause, resume and replay: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
 			"and replay whether it is paused (empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true, kind: kindURL,
-			set: func(v string) error { s.adminAddr = v; return nil }},
+			set: func(v string) error { s.AdminURL = v; return nil }},
 		{name: "start-paused", usage: "start paused: hold the slot, read and publish nothing until resumed (walrelay resume, POST /resume)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &c.StartPaused) }},
 		str("admin-token", "bearer token the admin API and the profiler on the metrics address ask for (prefer the environment or the file); "+
-			"required for them on a non-loopback address; without one on loopback every local process may call them", &s.admin.Token),
+			"required for them on a non-loopback address; without one on loopback every local process may call them", &s.Admin.Token),
 		{name: "admin-hosts", usage: "names the admin API and the profiler answer requests to, comma-separated, besides loopback addresses, " +
 			"localhost and the address the relay is reached at (e.g. walrelay,walrelay.ops.svc): a request to another Host is refused, " +
 			"which keeps web pages out (DNS rebinding)", kind: kindList,
-			set: func(v string) error { s.admin.Hosts = splitList(v); return nil }},
+			set: func(v string) error { s.Admin.Hosts = splitList(v); return nil }},
 		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address, behind the admin API's checks and token",
-			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &s.admin.Pprof) }},
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &s.Admin.Pprof) }},
 		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),
 		dur("stall-timeout", "lag growing with no confirmed progress for this long marks the relay stalled", &c.StallTimeout),
 		dur("heartbeat-interval", "write a logical message this often while idle so the slot advances (0: off)", &c.HeartbeatInterval),
@@ -213,45 +227,6 @@ func newSettings() *settings {
 	}
 	s.noteURLSettings()
 	return s
-}
-
-// checkEnvelope refuses envelope columns where walrelay cannot write the router's
-// struct as Connect would: the JSON converter with schemas without a topic prefix
-// (the struct's schema is named after it), the bytearray converter (Connect's
-// refuses a struct).
-func checkEnvelope(sc sinks.Config, tables []relay.TableConfig) error {
-	for _, t := range tables {
-		if len(t.Columns.Envelope) == 0 {
-			continue
-		}
-		switch {
-		case sc.Kafka.Format.ValueConverter == record.ByteArray:
-			return fmt.Errorf("column-envelope (table %s) needs value-converter json or string: a struct has no bytes of its own", t.Table)
-		case sc.Kafka.Format.ValueSchemas && sc.Kafka.Format.TopicPrefix == "":
-			return fmt.Errorf("column-envelope (table %s) with value-converter-schemas-enable names the value's schema after "+
-				"the Debezium connector's topic.prefix; set topic-prefix to it, or value-converter-schemas-enable false", t.Table)
-		}
-	}
-	return nil
-}
-
-// setExpandedSchemaName names the schema of an expanded payload after the payload
-// column, as Debezium's router does (record.ExpandJSON.PayloadColumn). The name is
-// the sink's, so with value schemas every table must name the column alike.
-func setExpandedSchemaName(sc *sinks.Config, tables []relay.TableConfig) error {
-	x := &sc.Kafka.Format.ExpandJSON
-	for i, t := range tables {
-		if i == 0 {
-			x.PayloadColumn = t.Columns.Payload
-			continue
-		}
-		if x.Enabled && sc.Kafka.Format.ValueSchemas && t.Columns.Payload != x.PayloadColumn {
-			return fmt.Errorf("expand-json-payload with value-converter-schemas-enable names the payload's schema after column-payload, "+
-				"which is %s in table %s but %s in table %s; give the tables one payload column name, or set value-converter-schemas-enable false",
-				x.PayloadColumn, tables[0].Table, t.Columns.Payload, t.Table)
-		}
-	}
-	return nil
 }
 
 func setHeaderColumns(v string, p *[]outbox.HeaderColumn) error {
@@ -384,314 +359,4 @@ func splitList(v string) []string {
 		}
 	}
 	return out
-}
-
-// register adds the named settings (all when none are named) and --config as flags.
-// Flag values are only strings here; they are applied in load, after file and env.
-func (s *settings) register(fs *pflag.FlagSet, names ...string) {
-	fs.String("config", "", "YAML file with settings (keys are the flag names); env WALRELAY_CONFIG")
-	for _, st := range s.all {
-		if len(names) == 0 && !st.only || contains(names, st.name) {
-			kind := st.kind
-			if kind == "" {
-				kind = kindString
-			}
-			fs.Var(&settingValue{text: st.def, kind: kind}, st.name, st.usage+"; env "+envName(st.name))
-			if kind == kindBool {
-				fs.Lookup(st.name).NoOptDefVal = "true"
-			}
-		}
-	}
-}
-
-// load applies the file, then the environment, then the flags the user set.
-func (s *settings) load(fs *pflag.FlagSet) error {
-	s.warnings = unknownEnv(os.Environ(), s.names())
-	path, _ := fs.GetString("config")
-	if path == "" {
-		path = os.Getenv("WALRELAY_CONFIG")
-	}
-	if path != "" {
-		if err := s.loadFile(path, fs); err != nil {
-			return err
-		}
-	}
-	for _, st := range s.all {
-		if fs.Lookup(st.name) == nil {
-			continue
-		}
-		if v, ok := os.LookupEnv(envName(st.name)); ok {
-			if err := st.set(v); err != nil {
-				return fmt.Errorf("%s: %w", envName(st.name), err)
-			}
-		}
-	}
-	for _, st := range s.all {
-		if f := fs.Lookup(st.name); f != nil && f.Changed {
-			if err := st.set(f.Value.String()); err != nil {
-				return fmt.Errorf("--%s: %w", st.name, err)
-			}
-		}
-	}
-	return s.cloudAuth()
-}
-
-func (s *settings) loadFile(path string, fs *pflag.FlagSet) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("read config file: %w", err)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("config file %s: %w", path, yamlLines(err))
-	}
-	if len(doc.Content) == 0 {
-		return nil // empty, or comments only
-	}
-	top := doc.Content[0]
-	if top.Kind != yaml.MappingNode {
-		return fmt.Errorf("config file %s, line %d: want settings as keys and values (keys are the flag names, e.g. database-url: ...)", path, top.Line)
-	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(top.Content); i += 2 {
-		k, v := top.Content[i], top.Content[i+1]
-		key := k.Value
-		at := fmt.Sprintf("config file %s, line %d", path, k.Line)
-		if first, dup := seen[key]; dup {
-			return fmt.Errorf("%s: %s is set twice (first on line %d)", at, key, first)
-		}
-		seen[key] = k.Line
-		var raw any
-		if err := v.Decode(&raw); err != nil {
-			return fmt.Errorf("%s: %s: %w", at, key, err)
-		}
-		if key == "databases" {
-			if fs.Lookup("database") == nil || s.entry != "" {
-				continue // a subcommand of one database, or one entry's settings
-			}
-			entries, err := parseDatabases(path, v)
-			if err != nil {
-				return err
-			}
-			s.databases = entries
-			continue
-		}
-		if key == "tables" {
-			if fs.Lookup("table") == nil {
-				continue // a subcommand that works on one table
-			}
-			tables, err := parseTables(raw)
-			if err != nil {
-				return fmt.Errorf("%s: tables: %w", at, err)
-			}
-			s.relay.Tables = tables
-			continue
-		}
-		st := s.lookup(key)
-		if st == nil {
-			hint := "keys are the flag names, e.g. database-url"
-			if near := nearest(key, append(s.names(), "tables", "databases")); near != "" {
-				hint = "did you mean " + near + "?"
-			}
-			return fmt.Errorf("%s: unknown setting %q (%s)", at, key, hint)
-		}
-		if fs.Lookup(key) == nil {
-			continue // a setting of another subcommand: one file serves them all
-		}
-		if err := st.set(yamlString(raw)); err != nil {
-			return fmt.Errorf("%s: %s: %w", at, key, err)
-		}
-	}
-	return nil
-}
-
-// lookup returns the setting called name, or nil.
-func (s *settings) lookup(name string) *setting {
-	for i := range s.all {
-		if s.all[i].name == name {
-			return &s.all[i]
-		}
-	}
-	return nil
-}
-
-// names lists every setting's name and "config".
-func (s *settings) names() []string {
-	names := []string{"config"}
-	for _, st := range s.all {
-		names = append(names, st.name)
-	}
-	return names
-}
-
-// tableKeys are the keys of an entry of the file's tables list.
-var tableKeys = []string{"table", "column-id", "column-aggregate-type", "column-aggregate-id", "column-event-type",
-	"column-payload", "column-created-at", "column-headers", "column-envelope", "column-partition", "column-trace", "topic-template",
-	"topic-regex", "topic-replacement"}
-
-// parseTables reads the file's tables list: several outbox tables streamed through one
-// slot, each a map of tableKeys. Columns not named are the article's (walrelay's own
-// table); column-created-at "" means the table has none.
-func parseTables(raw any) ([]relay.TableConfig, error) {
-	list, ok := raw.([]any)
-	if !ok || len(list) == 0 {
-		return nil, errors.New("want a list of tables, each with at least a table key")
-	}
-	var tables []relay.TableConfig
-	for i, item := range list {
-		entry, ok := item.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("entry %d: want a map with keys %s", i+1, strings.Join(tableKeys, ", "))
-		}
-		t := relay.TableConfig{Columns: outbox.DefaultColumns()}
-		fields := map[string]*string{"table": &t.Table, "column-id": &t.Columns.ID,
-			"column-aggregate-type": &t.Columns.AggregateType, "column-aggregate-id": &t.Columns.AggregateID,
-			"column-event-type": &t.Columns.EventType, "column-payload": &t.Columns.Payload,
-			"column-created-at": &t.Columns.CreatedAt, "topic-template": &t.TopicTemplate,
-			"topic-regex": &t.TopicRegex, "topic-replacement": &t.TopicReplacement,
-			"column-partition": &t.Columns.Partition, "column-trace": &t.Columns.Trace}
-		for key, v := range entry {
-			if key == "column-headers" || key == "column-envelope" {
-				text := ""
-				if v != nil {
-					text = yamlString(v)
-				}
-				dst := &t.Columns.Headers
-				if key == "column-envelope" {
-					dst = &t.Columns.Envelope
-				}
-				if err := setHeaderColumns(text, dst); err != nil {
-					return nil, fmt.Errorf("entry %d: %w", i+1, err)
-				}
-				continue
-			}
-			p, known := fields[key]
-			if !known {
-				return nil, fmt.Errorf("entry %d: unknown key %q (keys: %s)", i+1, key, strings.Join(tableKeys, ", "))
-			}
-			if v == nil {
-				*p = ""
-			} else {
-				*p = fmt.Sprint(v)
-			}
-		}
-		if t.Table == "" {
-			return nil, fmt.Errorf("entry %d: table is missing; name the outbox table, e.g. table: tenant_a.outbox", i+1)
-		}
-		tables = append(tables, t)
-	}
-	return tables, nil
-}
-
-// yamlString turns a YAML scalar or list into the text a flag would carry.
-func yamlString(v any) string {
-	if list, ok := v.([]any); ok {
-		parts := make([]string, len(list))
-		for i, item := range list {
-			parts[i] = fmt.Sprint(item)
-		}
-		return strings.Join(parts, ",")
-	}
-	return fmt.Sprint(v)
-}
-
-func envName(name string) string {
-	return "WALRELAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// logger builds the process logger from --log-level and --log-format.
-func (s *settings) logger() (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", s.logLevel)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch s.logFormat {
-	case "json":
-		return slog.New(redact.Handler(slog.NewJSONHandler(os.Stderr, opts), urlValues)), nil
-	case "text":
-		return slog.New(redact.Handler(slog.NewTextHandler(os.Stderr, opts), urlValues)), nil
-	default:
-		return nil, fmt.Errorf("--log-format: want json or text, got %q", s.logFormat)
-	}
-}
-
-// relayConfig checks every setting, then builds the sink and returns the relay's
-// configuration with it; the caller closes the sink after the relay stops.
-func (s *settings) relayConfig(ctx context.Context, logger *slog.Logger) (relay.Config, error) {
-	cfg, err := s.checkedConfig(logger)
-	if err != nil {
-		return cfg, err
-	}
-	return s.openSink(ctx, cfg, logger)
-}
-
-// checkedConfig checks every setting and returns the relay's configuration, without
-// its sink.
-func (s *settings) checkedConfig(logger *slog.Logger) (relay.Config, error) {
-	cfg := s.relay
-	cfg.Logger = logger
-	cfg.BrokerAddrs = s.sinks.Addresses()
-	if s.sinks.Kafka.EventTimeout > 0 {
-		cfg.PublishTimeout = s.sinks.Kafka.EventTimeout + 10*time.Second
-	}
-	var eoSink, partitionSink error
-	if cfg.Delivery == relay.ExactlyOnce && s.sinks.Kind != sinks.Kafka {
-		eoSink = fmt.Errorf("delivery exactly-once needs --sink kafka (its transactions carry the stream position), not %s; "+
-			"use --delivery at-least-once and let consumers deduplicate on the event id", s.sinks.Kind)
-	}
-	if s.sinks.Kind != sinks.Kafka {
-		for _, t := range cfg.OutboxTables() {
-			if t.Columns.Partition != "" {
-				partitionSink = fmt.Errorf("column-partition %s (table %s): partitions are Kafka's; --sink %s has none, so leave column-partition empty",
-					t.Columns.Partition, t.Table, s.sinks.Kind)
-			}
-		}
-	}
-	envelope := checkEnvelope(s.sinks, cfg.OutboxTables())
-	expand := setExpandedSchemaName(&s.sinks, cfg.OutboxTables())
-	return cfg, errors.Join(s.sinks.Validate(), cfg.Validate(), s.admin.Validate(), eoSink, partitionSink, envelope, expand, s.checkSQS(cfg))
-}
-
-// openSink logs the start and builds the sink of cfg (checkedConfig's).
-func (s *settings) openSink(ctx context.Context, cfg relay.Config, logger *slog.Logger) (relay.Config, error) {
-	s.logStartup(logger, cfg)
-	if s.sinks.Kafka.EventTimeout != sinks.DefaultConfig().Kafka.EventTimeout {
-		logger.Warn("event-timeout is deprecated: it is checked only when the producer retries a record, so a broker that "+
-			"stops answering may never trip it; ack-timeout says within seconds when the broker stops acknowledging",
-			"event_timeout", s.sinks.Kafka.EventTimeout.String(), "ack_timeout", cfg.AckTimeout.String())
-	}
-	snk, err := sinks.Open(ctx, s.sinks, sinks.Window{Events: cfg.MaxInFlightEvents, Bytes: cfg.MaxInFlightBytes,
-		PollBatch: cfg.PollInFlight()}, logger, cfg.ReconnectMin, cfg.ReconnectMax)
-	cfg.Sink = snk
-	return cfg, err
-}
-
-// checkSQS checks what the SQS sink needs of each outbox table: queue names its
-// topic template can render, and headers that fit SQS's 10 message attributes.
-func (s *settings) checkSQS(cfg relay.Config) error {
-	if s.sinks.Kind != sinks.SQS {
-		return nil
-	}
-	var errs []error
-	for _, t := range cfg.OutboxTables() {
-		if t.TopicTemplate != "" {
-			if err := sqs.CheckQueueTemplate(t.TopicTemplate); err != nil {
-				errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
-			}
-		}
-		if err := sqs.CheckRecordColumns(s.sinks.Kafka.Format, t.Columns); err != nil {
-			errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
-		}
-	}
-	return errors.Join(errs...)
 }

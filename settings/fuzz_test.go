@@ -1,4 +1,4 @@
-package main
+package settings_test
 
 import (
 	"log/slog"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/walrelay/walrelay/settings"
 )
 
 // FuzzConfigFile feeds arbitrary bytes as the --config file and arbitrary words as
@@ -25,29 +27,29 @@ func FuzzConfigFile(f *testing.F) {
 		if err := os.WriteFile(path, file, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := newSettings()
+		s := settings.New()
 		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 		fs.SetOutput(nopWriter{})
-		s.register(fs)
+		s.Register(fs)
 		fs.String("database", "", "")
 		if err := fs.Parse(append(strings.Fields(args), "--config", path)); err != nil {
 			return
 		}
-		if err := s.load(fs); err != nil {
+		if err := s.Load(fs); err != nil {
 			return
 		}
-		if _, err := s.logger(); err != nil {
+		if _, err := s.Logger(); err != nil {
 			return
 		}
-		_ = s.relay.Validate()
-		_ = s.admin.Validate()
-		if len(s.databases) > 0 {
-			dbs, err := s.databaseSettings(fs)
+		_ = s.Relay.Validate()
+		_ = s.Admin.Validate()
+		if len(s.DatabaseNames()) > 0 {
+			dbs, err := s.Databases(fs)
 			if err != nil {
 				return
 			}
 			for _, d := range dbs {
-				_, _ = d.checkedConfig(slog.New(slog.NewTextHandler(nopWriter{}, nil)))
+				_, _ = d.CheckedConfig(slog.New(slog.NewTextHandler(nopWriter{}, nil)))
 			}
 		}
 	})

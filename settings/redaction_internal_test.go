@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"bytes"
@@ -30,10 +30,10 @@ func secretValues(kind string) (values []string, secrets []string) {
 
 // Every setting named like a URL or endpoint is of a URL kind, and every setting of
 // a URL kind, given a value that carries secrets, is shown without them: by
-// redact.URL, in the errors the binary prints (redactLoaded) and in its log lines
-// (redact.Handler over urlValues). A URL setting added without the kind fails here.
+// redact.URL, in the errors the binary prints (redact.Error over LoadedURLs) and in its log lines
+// (redact.Handler over LoadedURLs). A URL setting added without the kind fails here.
 func TestURLSettingsAreRedacted(t *testing.T) {
-	s := newSettings()
+	s := New()
 	var urlSettings []string
 	for _, st := range s.all {
 		if (strings.HasSuffix(st.name, "-url") || strings.HasSuffix(st.name, "-endpoint")) && !isURLKind(st.kind) {
@@ -56,15 +56,15 @@ func TestURLSettingsAreRedacted(t *testing.T) {
 			if err := st.set(v); err != nil {
 				t.Fatalf("%s: set %q: %v", name, v, err)
 			}
-			if !slices.Contains(urlValues(), v) {
+			if !slices.Contains(LoadedURLs(), v) {
 				t.Errorf("%s: the value %q is not noted for redaction", name, v)
 			}
 			var logged bytes.Buffer
-			logger := slog.New(redact.Handler(slog.NewTextHandler(&logged, nil), urlValues))
+			logger := slog.New(redact.Handler(slog.NewTextHandler(&logged, nil), LoadedURLs))
 			logger.Info("starting with "+v, "url", v, "err", fmt.Errorf("connect to %s: refused", v), "list", []string{v})
 			shown := map[string]string{
 				"redact.URL":      redact.URL(v),
-				"a printed error": redactLoaded(fmt.Errorf("parse %q: cannot parse `%s`: bad", v, v)).Error(),
+				"a printed error": redact.Error(fmt.Errorf("parse %q: cannot parse `%s`: bad", v, v), LoadedURLs()...).Error(),
 				"a log line":      logged.String(),
 			}
 			for where, text := range shown {
@@ -75,32 +75,5 @@ func TestURLSettingsAreRedacted(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// A databases entry's URL settings are noted like the top level's.
-func TestDatabaseEntryURLsAreRedacted(t *testing.T) {
-	const url = "postgres://relay:EntryPW9secret@h1:5432/orders"
-	dbs, err := loadDatabases(t, `
-kafka-brokers: k:9092
-databases:
-  - name: orders
-    database-url: `+url+`
-    primary-url: host=p user=relay password=EntryKV9secret
-`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dbs[0].relay.DatabaseURL != url {
-		t.Fatalf("database-url = %q, want the entry's", dbs[0].relay.DatabaseURL)
-	}
-	msg := redactLoaded(fmt.Errorf("connect %s; primary %s", url, dbs[0].relay.PrimaryURL)).Error()
-	for _, secret := range []string{"EntryPW9secret", "EntryKV9secret"} {
-		if strings.Contains(msg, secret) {
-			t.Errorf("the error shows %s: %s", secret, msg)
-		}
-	}
-	if !strings.Contains(msg, "postgres://relay:xxxxx@h1:5432/orders") {
-		t.Errorf("the error lost the URL's shape (user, host, database): %s", msg)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"flag"
@@ -10,14 +10,14 @@ import (
 var update = flag.Bool("update", false, "rewrite the generated parts of the docs")
 
 const (
-	tableStart = "<!-- settings: generated from cmd/walrelay/settings.go by `go test ./cmd/walrelay -run TestConfigurationTable -update` -->\n"
+	tableStart = "<!-- settings: generated from settings/settings.go by `go test ./settings -run TestConfigurationTable -update` -->\n"
 	tableEnd   = "<!-- end of settings -->\n"
 )
 
 // The settings table in docs/configuration.md is the settings themselves, rendered:
 // each default and each description is written once, in settings.go.
 func TestConfigurationTable(t *testing.T) {
-	const path = "../../docs/configuration.md"
+	const path = "../docs/configuration.md"
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestConfigurationTable(t *testing.T) {
 func settingsTable() string {
 	var b strings.Builder
 	b.WriteString("| setting | type | default | meaning |\n|---|---|---|---|\n")
-	for _, st := range newSettings().all {
+	for _, st := range New().all {
 		def := "(none)"
 		if st.def != "" {
 			def = "`" + st.def + "`"

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/walrelay/walrelay/internal/suggest"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -18,7 +19,7 @@ import (
 var processSettings = []string{"metrics-addr", "admin-url", "admin-token", "admin-hosts", "pprof", "log-level", "log-format"}
 
 // databaseEntry is one entry of the file's databases list, as read: its keys are
-// applied over the top-level settings by databaseSettings.
+// applied over the top-level settings by Databases.
 type databaseEntry struct {
 	name  string
 	index int
@@ -79,16 +80,17 @@ func parseDatabases(path string, v *yaml.Node) ([]databaseEntry, error) {
 	return entries, nil
 }
 
-// databaseSettings are the settings of each entry of the databases list: the
-// top-level ones (file, environment and flags, as for a single database), with
-// what the entry sets in their place.
-func (s *settings) databaseSettings(fs *pflag.FlagSet) ([]*settings, error) {
-	all := make([]*settings, len(s.databases))
+// Databases are the settings of each entry of the file's databases list, in its
+// order: the top-level ones (file, environment and flags, as for a single
+// database), with what the entry sets in their place. fs is the command's flags,
+// loaded by Load.
+func (s *Settings) Databases(fs *pflag.FlagSet) ([]*Settings, error) {
+	all := make([]*Settings, len(s.databases))
 	for i := range s.databases {
 		e := &s.databases[i]
-		d := newSettings()
-		d.entry = e.name
-		if err := d.load(fs); err != nil {
+		d := New()
+		d.entry, d.where, d.Authenticate = e.name, e.where(), s.Authenticate
+		if err := d.Load(fs); err != nil {
 			return nil, err
 		}
 		if err := d.applyEntry(e, fs); err != nil {
@@ -102,8 +104,16 @@ func (s *settings) databaseSettings(fs *pflag.FlagSet) ([]*settings, error) {
 	return all, nil
 }
 
-// databaseNames are the names of the file's databases, in its order.
-func (s *settings) databaseNames() []string {
+// Name is the name of the databases entry these settings are (Databases'), or ""
+// for the top level's.
+func (s *Settings) Name() string { return s.entry }
+
+// Where is the place in the file of the databases entry these settings are, and its
+// name, for prefixing the entry's errors: "config file F, line N: databases[I] (name)".
+func (s *Settings) Where() string { return s.where }
+
+// DatabaseNames are the names of the file's databases, in its order.
+func (s *Settings) DatabaseNames() []string {
 	names := make([]string, len(s.databases))
 	for i, e := range s.databases {
 		names[i] = e.name
@@ -112,7 +122,7 @@ func (s *settings) databaseNames() []string {
 }
 
 // applyEntry sets what entry e sets over d's top-level settings.
-func (d *settings) applyEntry(e *databaseEntry, fs *pflag.FlagSet) error {
+func (d *Settings) applyEntry(e *databaseEntry, fs *pflag.FlagSet) error {
 	for j, k := range e.keys {
 		key, v := k.Value, e.items[j]
 		at := fmt.Sprintf("%s: %s", e.whereAt(k.Line), key)
@@ -126,7 +136,7 @@ func (d *settings) applyEntry(e *databaseEntry, fs *pflag.FlagSet) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", at, err)
 			}
-			d.relay.Tables = tables
+			d.Relay.Tables = tables
 			continue
 		case key == "databases":
 			return fmt.Errorf("%s: a database cannot list databases of its own; list every database at the top level", at)
@@ -136,7 +146,7 @@ func (d *settings) applyEntry(e *databaseEntry, fs *pflag.FlagSet) error {
 		st := d.lookup(key)
 		if st == nil {
 			hint := "keys are the flag names, e.g. database-url"
-			if near := nearest(key, append(d.names(), "tables", "name")); near != "" {
+			if near := suggest.Nearest(key, append(d.names(), "tables", "name")); near != "" {
 				hint = "did you mean " + near + "?"
 			}
 			return fmt.Errorf("%s: unknown setting (%s)", at, hint)
@@ -148,10 +158,10 @@ func (d *settings) applyEntry(e *databaseEntry, fs *pflag.FlagSet) error {
 			return fmt.Errorf("%s: %w", at, err)
 		}
 		if key == "table" {
-			d.relay.Tables = nil // the entry's one table, not the top-level list
+			d.Relay.Tables = nil // the entry's one table, not the top-level list
 		}
 	}
-	if err := d.cloudAuth(); err != nil { // for the entry's database-url
+	if err := d.authenticate(); err != nil { // for the entry's database-url
 		return fmt.Errorf("%s: %w", e.where(), err)
 	}
 	return nil
@@ -160,14 +170,14 @@ func (d *settings) applyEntry(e *databaseEntry, fs *pflag.FlagSet) error {
 // checkSlotClashes refuses two databases streamed through slots of one name on
 // one server: slot names are the cluster's, not the database's, so the second
 // would find the first's slot taken (or, created in another database, not its own).
-func checkSlotClashes(entries []databaseEntry, all []*settings) error {
+func checkSlotClashes(entries []databaseEntry, all []*Settings) error {
 	type slotAt struct{ server, slot string }
 	first := map[slotAt]int{}
 	for i, d := range all {
-		if d.relay.Mode == relay.ModePoll {
+		if d.Relay.Mode == relay.ModePoll {
 			continue // no slot
 		}
-		k := slotAt{serverOf(d.relay.DatabaseURL), d.relay.Slot}
+		k := slotAt{serverOf(d.Relay.DatabaseURL), d.Relay.Slot}
 		if k.server == "" {
 			continue // the URL is refused later, with its own error
 		}

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"log/slog"
@@ -11,7 +11,7 @@ import (
 // logStartup logs the one line that says what this run is and where it reads and
 // publishes, before any connection is opened. Every URL in it is redacted
 // (internal/redact): no password, token or secret parameter.
-func (s *settings) logStartup(logger *slog.Logger, cfg relay.Config) {
+func (s *Settings) logStartup(logger *slog.Logger, cfg relay.Config) {
 	b := buildinfo.Read()
 	tables := make([]string, 0, len(cfg.OutboxTables()))
 	for _, t := range cfg.OutboxTables() {
@@ -19,7 +19,7 @@ func (s *settings) logStartup(logger *slog.Logger, cfg relay.Config) {
 	}
 	args := []any{"version", b.Version, "revision", b.Revision, "mode", string(cfg.Mode),
 		"on_publish", string(cfg.OnPublishMode()), "delivery", string(cfg.Delivery),
-		"sink", string(s.sinks.Kind), "brokers", s.sinks.Addresses(), "database", redact.URL(cfg.DatabaseURL)}
+		"sink", string(s.Sinks.Kind), "brokers", s.Sinks.Addresses(), "database", redact.URL(cfg.DatabaseURL)}
 	if cfg.PrimaryURL != "" {
 		args = append(args, "primary", redact.URL(cfg.PrimaryURL))
 	}

@@ -1,4 +1,4 @@
-package main
+package debezium
 
 import (
 	"slices"
@@ -33,11 +33,11 @@ func TestIncludedTables(t *testing.T) {
 	}
 	// In a configuration: resolved into tables:, or refused naming the option.
 	conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "tenant_.*\\.outbox"}`
-	out, diffs, err := importDebezium("c.json", []byte(conf), nil, catalog)
+	out, diffs, err := Import("c.json", []byte(conf), nil, catalog)
 	if err != nil || len(diffs) > 0 || !strings.Contains(out, "  - table: tenant_a.outbox\n") || !strings.Contains(out, "  - table: tenant_b.outbox\n") {
 		t.Errorf("with the catalog: %v, %q:\n%s", err, diffs, out)
 	}
-	_, diffs, _ = importDebezium("c.json", []byte(conf), nil, nil)
+	_, diffs, _ = Import("c.json", []byte(conf), nil, nil)
 	if len(diffs) != 1 || !strings.HasPrefix(diffs[0], `table.include.list=tenant_.*\.outbox:`) {
 		t.Errorf("without the catalog: differences %q, want table.include.list", diffs)
 	}

@@ -1,6 +1,7 @@
-package main
+package settings_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,26 +9,29 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/walrelay/walrelay/internal/redact"
+	"github.com/walrelay/walrelay/settings"
 )
 
 // loadDatabases loads a config file with a databases list as run does, with args.
-func loadDatabases(t *testing.T, file string, args ...string) ([]*settings, error) {
+func loadDatabases(t *testing.T, file string, args ...string) ([]*settings.Settings, error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "walrelay.yaml")
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := newSettings()
+	s := settings.New()
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	s.register(fs)
+	s.Register(fs)
 	fs.String("database", "", "")
 	if err := fs.Parse(append([]string{"--config", path}, args...)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.load(fs); err != nil {
+	if err := s.Load(fs); err != nil {
 		return nil, err
 	}
-	return s.databaseSettings(fs)
+	return s.Databases(fs)
 }
 
 // Each entry inherits the top-level settings (file, environment, flags) and its own
@@ -54,14 +58,14 @@ databases:
 		t.Fatal(err)
 	}
 	o, b := dbs[0], dbs[1]
-	if o.entry != "orders" || o.relay.Slot != "shared" || o.relay.Publication != "from_env" || o.relay.Retry.MaxAttempts != 7 ||
-		o.sinks.TopicTemplate != "top.{aggregate_type}" || len(o.relay.Tables) != 2 || o.sinks.Kafka.Brokers[0] != "k:9092" {
-		t.Errorf("orders: %+v, want every top-level setting inherited", o.relay)
+	if o.Name() != "orders" || o.Relay.Slot != "shared" || o.Relay.Publication != "from_env" || o.Relay.Retry.MaxAttempts != 7 ||
+		o.Sinks.TopicTemplate != "top.{aggregate_type}" || len(o.Relay.Tables) != 2 || o.Sinks.Kafka.Brokers[0] != "k:9092" {
+		t.Errorf("orders: %+v, want every top-level setting inherited", o.Relay)
 	}
-	if b.relay.Slot != "billing_slot" || b.relay.Table != "billing.outbox" || len(b.relay.Tables) != 0 ||
-		b.sinks.Kafka.Brokers[0] != "other:9092" || b.relay.Retry.MaxAttempts != 7 || b.relay.DatabaseURL != "postgres://u@h1:5432/billing" {
+	if b.Relay.Slot != "billing_slot" || b.Relay.Table != "billing.outbox" || len(b.Relay.Tables) != 0 ||
+		b.Sinks.Kafka.Brokers[0] != "other:9092" || b.Relay.Retry.MaxAttempts != 7 || b.Relay.DatabaseURL != "postgres://u@h1:5432/billing" {
 		t.Errorf("billing: slot %s, table %s, tables %d, brokers %v: want its own values over the top level's",
-			b.relay.Slot, b.relay.Table, len(b.relay.Tables), b.sinks.Kafka.Brokers)
+			b.Relay.Slot, b.Relay.Table, len(b.Relay.Tables), b.Sinks.Kafka.Brokers)
 	}
 }
 
@@ -82,13 +86,13 @@ databases:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := dbs[0].relay.BrokerProbeInterval; got != 2*time.Second {
+	if got := dbs[0].Relay.BrokerProbeInterval; got != 2*time.Second {
 		t.Errorf("orders: broker probe interval %s, want the top level's 2s", got)
 	}
-	if got := dbs[1].relay.BrokerProbeInterval; got != 0 {
+	if got := dbs[1].Relay.BrokerProbeInterval; got != 0 {
 		t.Errorf("billing: broker probe interval %s, want its own 0s", got)
 	}
-	if got := newSettings().relay.BrokerProbeInterval; got != 5*time.Second {
+	if got := settings.New().Relay.BrokerProbeInterval; got != 5*time.Second {
 		t.Errorf("default broker probe interval %s, want 5s", got)
 	}
 }
@@ -119,5 +123,32 @@ func TestDatabasesRefused(t *testing.T) {
 	// One slot name on two servers is no clash.
 	if _, err := loadDatabases(t, "slot: s\ndatabases:\n  - name: a\n    database-url: postgres://u@h1:5432/a\n  - name: b\n    database-url: postgres://u@h2:5432/a\n"); err != nil {
 		t.Errorf("one slot name on two servers: %v, want no error", err)
+	}
+}
+
+// A databases entry's URL settings are noted like the top level's.
+func TestDatabaseEntryURLsAreRedacted(t *testing.T) {
+	const url = "postgres://relay:EntryPW9secret@h1:5432/orders"
+	dbs, err := loadDatabases(t, `
+kafka-brokers: k:9092
+databases:
+  - name: orders
+    database-url: `+url+`
+    primary-url: host=p user=relay password=EntryKV9secret
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dbs[0].Relay.DatabaseURL != url {
+		t.Fatalf("database-url = %q, want the entry's", dbs[0].Relay.DatabaseURL)
+	}
+	msg := redact.Error(fmt.Errorf("connect %s; primary %s", url, dbs[0].Relay.PrimaryURL), settings.LoadedURLs()...).Error()
+	for _, secret := range []string{"EntryPW9secret", "EntryKV9secret"} {
+		if strings.Contains(msg, secret) {
+			t.Errorf("the error shows %s: %s", secret, msg)
+		}
+	}
+	if !strings.Contains(msg, "postgres://relay:xxxxx@h1:5432/orders") {
+		t.Errorf("the error lost the URL's shape (user, host, database): %s", msg)
 	}
 }
