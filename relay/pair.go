@@ -283,7 +283,7 @@ func (r *Relay) decodeOn(probes []serverProbe, i int) error {
 	}
 	target := pinURL(r.cfg.DatabaseURL, p.server)
 	if target == r.target && r.onStandby && !p.inRecovery {
-		// The previous session decoded there as a standby: as checkStillStandby.
+		// The replication session before this one decoded there as a standby: as checkStillStandby.
 		return r.promotedError()
 	}
 	if target != r.target || p.inRecovery != r.onStandby {
