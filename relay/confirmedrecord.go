@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type confirmedRecord struct {
 	origin replication.Origin // of the session's LSNs
 	every  time.Duration
 	moved  chan struct{} // a pending wake: events were confirmed
+	log    *slog.Logger
 
 	mu struct {
 		sync.Mutex
@@ -50,7 +52,7 @@ func (c *confirmedRecord) confirmed(lsn pglogrepl.LSN, events bool) {
 // interval, until ctx ends, then once more for the final confirmation. It sleeps while
 // nothing is confirmed: an idle relay does not wake for it. A server that cannot be
 // written to (restarting) is tried again an interval later.
-func (c *confirmedRecord) Run(ctx context.Context, log func(msg string, args ...any)) {
+func (c *confirmedRecord) Run(ctx context.Context) {
 	final := func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = c.record(ctx)
@@ -83,7 +85,7 @@ func (c *confirmedRecord) Run(ctx context.Context, log func(msg string, args ...
 		case ctx.Err() != nil:
 		default:
 			if !failing {
-				log("recording the confirmed position failed; will try again", "slot", c.origin.Slot, "err", err)
+				c.log.Warn("recording the confirmed position failed; will try again", "slot", c.origin.Slot, "err", err)
 				failing = true
 			}
 			c.wake() // what failed is still to record
@@ -108,9 +110,11 @@ func (c *confirmedRecord) record(ctx context.Context) error {
 	if pending == c.recorded {
 		return nil
 	}
+	began := time.Now()
 	if _, err := replication.RecordConfirmed(ctx, c.pool, c.origin, lsn); err != nil {
 		return err
 	}
+	c.log.Debug("recorded the confirmed position", "lsn", lsn.String(), "took", time.Since(began))
 	c.recorded = pending
 	return nil
 }
@@ -121,5 +125,5 @@ func (r *Relay) newConfirmedRecord(origin replication.Origin) *confirmedRecord {
 	if r.cfg.Delivery == ExactlyOnce {
 		return nil
 	}
-	return &confirmedRecord{pool: r.pool, origin: origin, every: r.cfg.ProgressInterval, moved: make(chan struct{}, 1)}
+	return &confirmedRecord{pool: r.pool, origin: origin, every: r.cfg.ProgressInterval, moved: make(chan struct{}, 1), log: r.log}
 }

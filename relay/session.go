@@ -119,7 +119,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		// confirmation comes after ctx ends.
 		crCtx, stopCR := context.WithCancel(context.WithoutCancel(ctx))
 		crDone := make(chan struct{})
-		go func() { cr.Run(crCtx, r.log.Warn); close(crDone) }()
+		go func() { cr.Run(crCtx); close(crDone) }()
 		defer func() { stopCR(); <-crDone }()
 	}
 	dec := decoder.NewTables(decTables)
@@ -131,7 +131,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		h.rows = &rec.rows
 	}
 	h.backlog = r.newBacklog(ctx, slots, start)
-	var eventsConfirmed pglogrepl.LSN // the newest wm.EventsSettled a confirmation reached
+	var eventsConfirmed eventConfirmations
 	r.log.Info("streaming", "slot", r.cfg.Slot, "publication", r.cfg.Publication, "tables", r.tableNames(),
 		"from_lsn", start.String())
 	return rc.Stream(ctx, replication.StreamConfig{
@@ -148,9 +148,8 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		OnConfirm: func(lsn pglogrepl.LSN) {
 			r.metrics.confirmedLSN.Set(float64(lsn))
 			r.metrics.lastConfirm.SetToCurrentTime()
-			events := false
-			if e := wm.EventsSettled(); e > eventsConfirmed && e <= lsn {
-				eventsConfirmed, events = e, true
+			events := eventsConfirmed.confirmed(lsn, wm.EventsSettled())
+			if events {
 				r.metrics.eventsConfirmed.SetToCurrentTime()
 				now := time.Now().UTC()
 				r.eventsConfirmedAt.Store(&now)
