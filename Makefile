@@ -6,11 +6,11 @@ GO ?= go
 IMAGE ?= walrelay:dev
 PKGS := ./...
 
-.PHONY: all setup setup-matrix build build-demo demo image test test-matrix test-race test-standby test-restart bench bench-record fuzz lint chaos soak
+.PHONY: all setup setup-build setup-demo setup-matrix build kfake build-demo demo image test test-matrix test-race test-standby test-restart bench bench-record fuzz lint chaos soak
 
 all: build
 
-# setup installs what a fresh Debian machine lacks: PostgreSQL's server binaries (the
+# setup installs what `make test` needs and a fresh Debian machine lacks: PostgreSQL's server binaries (the
 # throwaway clusters), the NATS, Redis and RabbitMQ server binaries (tests start servers
 # of their own on free ports, never the system services), promtool (the alert rules
 # check), kubectl (the kustomize render check), ip and tc (the silent network drop in
@@ -34,13 +34,36 @@ setup:
 	@scripts/pg-matrix.sh setup 17
 	@$(GO) mod download
 
-build: setup
-	$(GO) build -o bin/walrelay ./cmd/walrelay
+# setup-build fetches the Go modules, all a build needs; setup-demo adds PostgreSQL's
+# server binaries, which the demo's throwaway cluster runs on.
+setup-build:
+	@$(GO) mod download
+
+setup-demo: setup-build
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		echo "installing Debian packages: postgresql ..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
+
+# Every build says what it is (walrelay version): the version and revision are stamped
+# as scripts/image.sh stamps them, since a GOFLAGS with -buildvcs=false leaves the
+# toolchain's own stamp out. OUT names the binary.
+BUILDINFO := github.com/walrelay/walrelay/internal/buildinfo
+VERSION ?= $(shell scripts/version.sh)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+OUT ?= bin/walrelay
+
+build: setup-build
+	$(GO) build -ldflags "-X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISION)" -o $(OUT) ./cmd/walrelay
 
 # The demo is a binary of its own (cmd/walrelay-demo): it links an in-process Kafka broker
 # and the throwaway-cluster helper, which bin/walrelay, the service, must not carry.
-build-demo: setup
+build-demo: setup-demo
 	$(GO) build -o bin/walrelay-demo ./cmd/walrelay-demo
+
+# kfake: franz-go's Kafka-protocol broker as a binary of its own (README, the backlog
+# one-liner): run as a shell job, it stops with the job.
+kfake: setup-build
+	$(GO) -C bench build -o ../bin/kfakeserver ./kfakeserver
 
 demo: build build-demo
 	./bin/walrelay-demo

@@ -14,14 +14,7 @@ cd "$(dirname "$0")/.."
 
 IMAGE="${IMAGE:-walrelay:dev}"
 REVISION="${REVISION:-$(git rev-parse HEAD)}"
-if [ -z "${VERSION:-}" ]; then
-	# A release tag when HEAD has one, otherwise a Go pseudo-version of the commit.
-	VERSION="$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null ||
-		echo "v0.0.0-$(TZ=UTC git show -s --format=%cd --date=format-local:%Y%m%d%H%M%S HEAD)-$(git rev-parse --short=12 HEAD)")"
-	if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
-		VERSION="$VERSION+dirty"
-	fi
-fi
+VERSION="${VERSION:-$(scripts/version.sh)}"
 CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 
 missing=""
