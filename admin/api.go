@@ -289,6 +289,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // an error's advice shows <placeholders> as written
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,7 +222,7 @@ func TestAdminAPIOffOnNetworkWithoutToken(t *testing.T) {
 	})
 	base := "http://" + net.JoinHostPort("127.0.0.1", port)
 	waitHTTP(t, base+"/readyz", http.StatusOK, "streaming")
-	for _, ep := range []struct{ method, path string }{{"GET", "/status"}, {"POST", "/pause"}, {"GET", "/dlq"}, {"GET", "/debug/pprof/"},
+	for _, ep := range []struct{ method, path string }{{"GET", "/status"}, {"POST", "/pause"}, {"GET", "/dlq"}, {"POST", "/replay"}, {"GET", "/debug/pprof/"},
 		{"GET", "/debug/pprof/goroutine?debug=1"}} {
 		code, body := adminCall(t, ep.method, base+ep.path, "", "")
 		if code != http.StatusForbidden || !bytes.Contains(body, []byte("--admin-token")) {
@@ -233,5 +234,8 @@ func TestAdminAPIOffOnNetworkWithoutToken(t *testing.T) {
 	}
 	if !rn.waitLog(5*time.Second, "admin API off") {
 		t.Fatal("no warning that the admin API is off")
+	}
+	if !strings.Contains(rn.logs.String(), "/dlq, /replay and /debug/pprof") {
+		t.Errorf("the warning does not name every endpoint it turns off, /replay among them:\n%s", rn.logs.String())
 	}
 }

@@ -260,10 +260,13 @@ func (b *Bookkeeper) flush(ctx context.Context, spare []Outcome) []Outcome {
 		case o.Err == nil:
 			p.ids = append(p.ids, o.Event.ID)
 		default:
-			p.failures = append(p.failures, Failure{Event: o.Event, Err: o.Err, Final: sink.IsFinal(o.Err)})
-			b.log.Warn("publish failed; handing the event to the poller", "event_id", o.Event.ID,
-				"table", b.stores[i].qualified, "event_type", o.Event.EventType, "aggregate_id", o.Event.AggregateID,
-				"attempt", 1, "lsn", o.LSN.String(), "err", o.Err)
+			f := Failure{Event: o.Event, Err: o.Err, Final: sink.IsFinal(o.Err)}
+			p.failures = append(p.failures, f)
+			if !f.Final { // else dead-lettered with this attempt: its ERROR line says so once committed
+				b.log.Warn("publish failed; handing the event to the poller", "event_id", o.Event.ID,
+					"table", b.stores[i].qualified, "event_type", o.Event.EventType, "aggregate_id", o.Event.AggregateID,
+					"attempt", 1, "lsn", o.LSN.String(), "err", o.Err)
+			}
 		}
 	}
 	for _, o := range unknown {

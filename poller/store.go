@@ -181,7 +181,7 @@ func (s *Store) RecordFailures(ctx context.Context, q querier, failures []Failur
 				return err
 			}
 			if isDead {
-				dead = append(dead, DeadLettered{Event: f.Event, Table: s.qualified, Attempts: attempts, Err: f.Err})
+				dead = append(dead, DeadLettered{Event: f.Event, Table: s.qualified, Attempts: attempts, Err: f.Err, Final: f.Final})
 			} else {
 				due = due.add(time.Duration(backoff * float64(time.Second)))
 			}

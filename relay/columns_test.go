@@ -324,6 +324,11 @@ func TestColumnTypes(t *testing.T) {
 				}
 			}
 			waitDeadLettered(t, conn, "ev", poisonID, 1) // too large for the producer: no retry
+			// One line says so, without a hand-over to retries that will not happen.
+			if !rn.waitLog(10*time.Second, `msg="event dead-lettered at once: the broker refuses it whatever the attempt`) ||
+				!strings.Contains(rn.logs.String(), "attempts=1 ") || strings.Contains(rn.logs.String(), "handing the event to the poller") {
+				t.Errorf("the too-large event's lines contradict themselves or are missing:\n%s", rn.logs.String())
+			}
 			waitPublished(t, conn, "ev", len(want))
 			if consumer.Count(poisonID) != 0 {
 				t.Errorf("poison event delivered")

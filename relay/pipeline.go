@@ -129,7 +129,7 @@ func (p *pipeline) track(size int) *replication.Txn {
 }
 
 func (p *pipeline) Tick(context.Context) error {
-	if p.backlog != nil && p.backlog.at(time.Now(), p.wm.Confirmable()) {
+	if p.backlog != nil && p.backlog.at(time.Now(), p.wm.Confirmable(), p.wm.Read()) {
 		p.backlog = nil
 	}
 	return p.d.tick()

@@ -82,20 +82,25 @@ func rate(done int64, elapsed time.Duration) int64 {
 
 // backlog follows a session through the WAL that was already written when it
 // started, from the slot's position to the server's, and logs its progress: the
-// bytes of WAL relayed (confirmable) and the events received.
+// bytes of WAL read and relayed (confirmable), and the events received.
 type backlog struct {
 	from, to pglogrepl.LSN
 	events   int64 // received since the start
 	log      *progressLog
 }
 
-// at takes the confirmable LSN; it reports whether the backlog is relayed.
-func (b *backlog) at(now time.Time, lsn pglogrepl.LSN) bool {
-	if lsn >= b.to {
+// at takes the confirmable LSN and the position read; it reports whether the backlog
+// is relayed. The line counts the WAL read (its percent and time left), and the WAL
+// relayed beside it: a large transaction holds the confirmable LSN at its start until
+// all of its events are settled, while its events flow.
+func (b *backlog) at(now time.Time, confirmable, read pglogrepl.LSN) bool {
+	if confirmable >= b.to {
 		b.log.finish(now, int64(b.to-b.from), "caught up with the WAL written before the start", "events", b.events)
 		return true
 	}
-	b.log.update(now, int64(max(lsn, b.from)-b.from), "events", b.events, "events_per_second", rate(b.events, now.Sub(b.log.began)))
+	done := func(lsn pglogrepl.LSN) int64 { return int64(min(max(lsn, b.from), b.to) - b.from) }
+	b.log.update(now, done(read), "relayed_wal_bytes", done(confirmable),
+		"events", b.events, "events_per_second", rate(b.events, now.Sub(b.log.began)))
 	return false
 }
 
@@ -114,6 +119,6 @@ func (r *Relay) newBacklog(ctx context.Context, conn *pgx.Conn, start pglogrepl.
 	if to <= start {
 		return nil
 	}
-	return &backlog{from: start, to: to, log: r.newProgressLog("relaying the WAL written before the start", "wal_bytes", int64(to-start),
+	return &backlog{from: start, to: to, log: r.newProgressLog("relaying the WAL written before the start", "read_wal_bytes", int64(to-start),
 		"slot", r.cfg.Slot, "from_lsn", start.String(), "to_lsn", to.String())}
 }

@@ -55,7 +55,8 @@ func TestProgressOfLongWork(t *testing.T) {
 	fault := broker.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
 	rn = start(t, dbURL, broker, "progress_log", fast)
 	backlog := regexp.MustCompile(`msg="relaying the WAL written before the start" slot=progress_log from_lsn=\S+ to_lsn=\S+ ` +
-		`wal_bytes=[0-9]+ wal_bytes_total=[1-9][0-9]* percent=[0-9]+ wal_bytes_per_second=[0-9]+ events=[0-9]+ events_per_second=[0-9]+\n`)
+		`read_wal_bytes=[0-9]+ read_wal_bytes_total=[1-9][0-9]* percent=[0-9]+ read_wal_bytes_per_second=[0-9]+ (eta=\S+ )?` +
+		`relayed_wal_bytes=[0-9]+ events=[0-9]+ events_per_second=[0-9]+\n`)
 	if !testenv.Eventually(30*time.Second, func() bool { return backlog.MatchString(rn.logs.String()) }) {
 		t.Fatalf("no progress line while behind the WAL written before the start:\n%s", rn.logs.String())
 	}

@@ -272,6 +272,7 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 			if err != nil {
 				return fmt.Errorf("parse xlog data: %w", err)
 			}
+			s.wm.Received(xld.WALStart)
 			return s.h.HandleWAL(ctx, xld.WALData)
 		case pglogrepl.PrimaryKeepaliveMessageByteID:
 			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])

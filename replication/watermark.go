@@ -15,7 +15,7 @@ import (
 // open or unsettled, the server's last reported WAL position may be confirmed too, so
 // an idle outbox does not pin WAL on a busy database.
 //
-// Begin, Track, Commit, ServerPosition and Confirmable belong to the goroutine reading
+// Begin, Track, Commit, Received, ServerPosition and Confirmable belong to the goroutine reading
 // the stream; Txn.Done and Fail may be called from any goroutine and never block.
 type Watermark struct {
 	window *Window
@@ -27,6 +27,9 @@ type Watermark struct {
 	// events is the end of the newest transaction with events that Confirmable
 	// passed: what the confirmed LSN owes to events, not to idle server positions.
 	events pglogrepl.LSN
+	// read is the WAL position of the newest message received: how far the stream has
+	// read, which a transaction still being relayed holds the confirmed LSN behind.
+	read pglogrepl.LSN
 
 	failure atomic.Pointer[error]
 }
@@ -69,6 +72,13 @@ func (w *Watermark) Commit(end pglogrepl.LSN) {
 	t.committed = true
 	w.queue = append(w.queue, t)
 }
+
+// Received records the WAL position of a message the stream received.
+func (w *Watermark) Received(pos pglogrepl.LSN) { w.read = max(w.read, pos) }
+
+// Read returns the WAL position of the newest message received (0: none yet), for
+// progress lines only: what is read is not yet relayed.
+func (w *Watermark) Read() pglogrepl.LSN { return w.read }
 
 // ServerPosition records a WAL position the server reported in a keepalive. Everything
 // before it has been sent, so it is safe to confirm once all received work is settled.
