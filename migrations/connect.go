@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/redact"
+	"github.com/walrelay/walrelay/internal/dbconn"
 )
 
 // connect opens one connection to o.DatabaseURL, with the password o.Password gives
@@ -14,7 +14,7 @@ import (
 func (o Options) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(o.DatabaseURL)
 	if err != nil {
-		return nil, redact.Error(err, o.DatabaseURL)
+		return nil, dbconn.ParseError(err, o.DatabaseURL)
 	}
 	if o.Password != nil {
 		if cfg.Password, err = o.Password(ctx); err != nil {

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/walrelay/walrelay/internal/dbconn"
-	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/relay"
 )
 
@@ -48,7 +47,7 @@ func OpenPool(ctx context.Context, cfg relay.Config) (*pgxpool.Pool, error) {
 	}
 	poolCfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("database url: %w", redact.Error(err, url))
+		return nil, fmt.Errorf("database url: %w", dbconn.ParseError(err, url))
 	}
 	if cfg.DatabasePassword != nil {
 		poolCfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/dbconn"
-	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/replication"
@@ -127,7 +126,7 @@ func (st *Status) problem(check Check, format string, args ...any) {
 // lists problems.
 func ReadStatus(ctx context.Context, cfg relay.Config, limits StatusLimits) (*Status, error) {
 	if _, err := pgx.ParseConfig(cfg.DatabaseURL); err != nil {
-		return nil, errorf("parse database url (check --database-url)", redact.Error(err, cfg.DatabaseURL))
+		return nil, errorf("parse database url (check --database-url)", dbconn.ParseError(err, cfg.DatabaseURL))
 	}
 	// The slot is read where it is (a --database-url naming several servers: pair.go).
 	slotURL, waiting := relay.SlotServer(ctx, cfg)
@@ -182,7 +181,15 @@ func ReadStatus(ctx context.Context, cfg relay.Config, limits StatusLimits) (*St
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		if cfg.Mode != relay.ModePoll && waiting == "" {
-			st.problem(CheckNotStreamed, "slot %s does not exist: no relay has streamed it yet (walrelay run creates it)", cfg.Slot)
+			var walLevel string
+			if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level')").Scan(&walLevel); err != nil {
+				return nil, errorf("read wal_level", err)
+			}
+			if walLevel != "logical" {
+				st.problem(CheckNotStreamed, "slot %s does not exist, and no relay can create it: %s", cfg.Slot, replication.WALLevelAdvice(walLevel))
+			} else {
+				st.problem(CheckNotStreamed, "slot %s does not exist: no relay has streamed it yet (walrelay run creates it)", cfg.Slot)
+			}
 		}
 	case err != nil:
 		return nil, errorf("read slot", err)

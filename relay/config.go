@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/walrelay/walrelay/internal/redact"
+	"github.com/walrelay/walrelay/internal/dbconn"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
@@ -290,11 +290,11 @@ func (c *Config) validateNames() error {
 	if c.DatabaseURL == "" {
 		p.add("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 	} else if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
-		p.add("database url: %w", redact.Error(err, c.DatabaseURL)) // the strictest parser of the ones Run uses
+		p.add("database url: %w", dbconn.ParseError(err, c.DatabaseURL)) // the strictest parser of the ones Run uses
 	}
 	if c.PrimaryURL != "" {
 		if _, err := pgxpool.ParseConfig(c.PrimaryURL); err != nil {
-			p.add("primary url (--primary-url): %w", redact.Error(err, c.PrimaryURL))
+			p.add("primary url (--primary-url): %w", dbconn.ParseError(err, c.PrimaryURL))
 		}
 	}
 	seen := map[string]bool{}

@@ -137,6 +137,14 @@ func PreflightStandby(ctx context.Context, conn, slots *pgx.Conn, tables []Table
 	return slotState(ctx, slots, conn, slot)
 }
 
+// WALLevelAdvice says what to do about a wal_level other than logical, with which no
+// slot can be made: the setting, or the mode that needs no replication.
+func WALLevelAdvice(walLevel string) string {
+	return fmt.Sprintf("wal_level is %s; set wal_level = logical in postgresql.conf "+
+		"(or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL, "+
+		"or run with --mode poll, which needs no replication", walLevel)
+}
+
 // CheckServer checks that the server can stream: wal_level = logical, and a role
 // with the REPLICATION attribute.
 func CheckServer(ctx context.Context, conn *pgx.Conn) error {
@@ -145,8 +153,7 @@ func CheckServer(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("read wal_level: %w", err)
 	}
 	if walLevel != "logical" {
-		return setupErrorf("wal_level is %s; set wal_level = logical in postgresql.conf "+
-			"(or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL", walLevel)
+		return setupErrorf("%s", WALLevelAdvice(walLevel))
 	}
 
 	var role string

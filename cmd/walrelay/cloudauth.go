@@ -44,6 +44,7 @@ func cloudAuth(s *settings.Settings) error {
 			return fmt.Errorf("--database-auth aws-iam: %w", err)
 		}
 		s.Relay.DatabasePassword = tokens
+		iamAuth.Store(true)
 	default:
 		return fmt.Errorf("--database-auth: want %s or %s, got %q", settings.AuthPassword, settings.AuthAWSIAM, s.DatabaseAuth)
 	}

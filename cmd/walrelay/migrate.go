@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/redact"
+	"github.com/walrelay/walrelay/internal/dbconn"
 	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/poller"
 )
@@ -42,7 +42,7 @@ func migrateCommand() *cobra.Command {
 			}
 			// A URL that does not parse is bad configuration (exit 2), not a runtime failure.
 			if _, err := pgx.ParseConfig(s.Relay.DatabaseURL); err != nil {
-				return fmt.Errorf("database url: %w", redact.Error(err, s.Relay.DatabaseURL))
+				return fmt.Errorf("database url: %w", dbconn.ParseError(err, s.Relay.DatabaseURL))
 			}
 			if !migrateTableName.MatchString(s.Relay.Table) {
 				return fmt.Errorf("table %q is not a table name (name or schema.name)", s.Relay.Table)

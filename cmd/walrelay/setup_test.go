@@ -97,9 +97,15 @@ func TestSetupErrorsExit1(t *testing.T) {
 					"wal_level = logical") || !strings.Contains(res.stderr, "--mode poll") {
 					t.Errorf("migrate with wal_level replica: exit %d, want 0 and a warning\n%s%s", res.code, res.stdout, res.stderr)
 				}
+				// status says no relay can create the slot, and why, not that none has yet.
+				res = run(t, time.Minute, baseEnv("WALRELAY_DATABASE_URL="+c.URL("postgres")), "status")
+				if res.code == 0 || !strings.Contains(res.stdout, "does not exist, and no relay can create it: wal_level is replica") ||
+					!strings.Contains(res.stdout, "--mode poll") || strings.Contains(res.stdout, "walrelay run creates it") {
+					t.Errorf("status with wal_level replica: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+				}
 				return c.URL("postgres"), nil
 			},
-			want: []string{"wal_level is replica", "wal_level = logical", "restart"},
+			want: []string{"wal_level is replica", "wal_level = logical", "restart", "or run with --mode poll"},
 		},
 	}
 	for _, tc := range cases {
@@ -192,7 +198,7 @@ func TestWrongPasswordSaysSo(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	execSQL(t, c.URL("postgres"), "ALTER ROLE postgres PASSWORD 'right-pw'")
-	hba := "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+	hba := "local all all trust\nhost all ghost 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
 	if err := os.WriteFile(filepath.Join(c.Dir(), "data", "pg_hba.conf"), []byte(hba), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -215,5 +221,38 @@ func TestWrongPasswordSaysSo(t *testing.T) {
 	res := run(t, 30*time.Second, relayEnv(wrong, kafka.ListenAddrs()), "status")
 	if res.code != 3 || !strings.Contains(res.stdout, "problem (database): "+want) {
 		t.Errorf("status: exit %d (want 3)\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if strings.Contains(res.stdout+res.stderr, "rds_iam") {
+		t.Errorf("status gives IAM's advice without --database-auth aws-iam:\n%s%s", res.stdout, res.stderr)
+	}
+
+	// Each reason with its own advice, and no TLS attempt before it.
+	for _, tc := range []struct{ url, want, wrongAdvice string }{
+		{fmt.Sprintf("postgres://ghost@127.0.0.1:%d/postgres", c.Port()),
+			`role "ghost" does not exist: check the user name in the database URL, or create the role`, "pg_hba.conf"},
+		{fmt.Sprintf("postgres://postgres:right-pw@127.0.0.1:%d/nodb", c.Port()),
+			`database "nodb" does not exist: check the database name in the database URL`, "pg_hba.conf"},
+	} {
+		res := run(t, 30*time.Second, relayEnv(tc.url, kafka.ListenAddrs()), "migrate")
+		got := lastLine(res.stderr)
+		if res.code != 1 || !strings.HasPrefix(got, "walrelay: "+tc.want) || strings.Contains(got, tc.wrongAdvice) ||
+			strings.Contains(got, "tls error") {
+			t.Errorf("migrate on %s: exit %d, %s\nwant exit 1 and %q first, no TLS attempt, no %q", tc.url, res.code, got, tc.want, tc.wrongAdvice)
+		}
+	}
+}
+
+// A URL of another database's scheme is refused with the schemes PostgreSQL's take,
+// the URL redacted, by every command that takes one.
+func TestForeignURLSchemeSaysSo(t *testing.T) {
+	t.Parallel()
+	const url = "mysql://bob:secret-pw@db:3306/app"
+	for _, args := range [][]string{{"run"}, {"migrate"}, {"status"}} {
+		res := run(t, 30*time.Second, relayEnv(url, []string{"127.0.0.1:1"}), args...)
+		out := res.stdout + res.stderr
+		if res.code == 0 || !strings.Contains(out, "mysql://bob:xxxxx@db:3306/app is not a PostgreSQL URL: the scheme must be postgres:// or postgresql://") ||
+			strings.Contains(out, "secret-pw") || strings.Contains(out, "keyword/value (invalid") {
+			t.Errorf("walrelay %s: exit %d\n%s", strings.Join(args, " "), res.code, out)
+		}
 	}
 }

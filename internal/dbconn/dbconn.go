@@ -39,7 +39,7 @@ func SetPassword(ctx context.Context, pw Password, cfg *pgconn.Config) error {
 func Connect(ctx context.Context, url string, pw Password) (*pgx.Conn, error) {
 	connCfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", redact.Error(err, url))
+		return nil, fmt.Errorf("parse database url: %w", ParseError(err, url))
 	}
 	if err := SetPassword(ctx, pw, &connCfg.Config); err != nil {
 		return nil, err
@@ -96,4 +96,17 @@ func PrimaryURL(primaryURL, dbURL string) string {
 		return primaryURL
 	}
 	return PrimaryOfHosts(dbURL)
+}
+
+// ParseError explains why a database URL does not parse. A URL of another scheme
+// (mysql://) gets the schemes PostgreSQL's URLs take, rather than the driver's
+// "failed to parse as keyword/value", which it is not; every other error keeps the
+// driver's words. The URL is shown through the one redaction.
+func ParseError(err error, raw string) error {
+	scheme, _, ok := strings.Cut(raw, "://")
+	if ok && scheme != "postgres" && scheme != "postgresql" && !strings.ContainsAny(scheme, " =") {
+		return fmt.Errorf("%s is not a PostgreSQL URL: the scheme must be postgres:// or postgresql:// "+
+			"(or give keyword/value settings: host=... dbname=... user=...)", redact.URL(raw))
+	}
+	return redact.Error(err, raw)
 }
