@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,9 +80,26 @@ type ReplayProgress struct {
 	DryRun    bool      `json:"dry_run,omitempty"`
 	Error     string    `json:"error,omitempty"`
 	// Waiting says what the replay waits for before it publishes on: "paused" while
-	// the relay is paused.
+	// the relay is paused, "broker" while the broker acknowledged nothing for the
+	// ack timeout (Stalled says since when).
 	Waiting string `json:"waiting,omitempty"`
+	// Stalled says how long the broker has acknowledged none of the events in flight,
+	// once that is longer than the ack timeout.
+	Stalled string `json:"stalled,omitempty"`
+	// Note says where a --since older than the retention started instead.
+	Note string `json:"note,omitempty"`
+	// FailedIDs are the ids of the events that failed, up to MaxFailedIDs; FailedIDsAll
+	// has them all (not in JSON: a replay can fail millions).
+	FailedIDs    []string `json:"failed_ids,omitempty"`
+	FailedIDsAll []string `json:"-"`
 }
+
+// MaxFailedIDs is how many failed ids a replay's progress names; the command writes
+// them all to --failed-ids.
+const MaxFailedIDs = 20
+
+// ReplayWaitingBroker is ReplayProgress.Waiting while the broker acknowledges nothing.
+const ReplayWaitingBroker = "broker"
 
 // ParseReplayTime reads a replay's --since or --until: a time (RFC 3339), or a
 // duration before now.
@@ -94,7 +113,12 @@ func ParseReplayTime(name, v string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, fmt.Errorf("%s: want a time like 2026-01-02T15:04:05Z or a duration before now like 2h, got %q", name, v)
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		if n, err := strconv.ParseFloat(days, 64); err == nil && n >= 0 && n <= 36500 {
+			return now.Add(-time.Duration(n * 24 * float64(time.Hour))), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%s: want a time like 2026-01-02T15:04:05Z or a duration before now like 2h or 30d, got %q", name, v)
 }
 
 // NewReplayID names a replay: the value of its records' ReplayHeader.
@@ -110,7 +134,8 @@ func NewReplayID() string {
 const replayBatch = 1000
 
 // CheckReplay says up front whether the rows a replay asks for can still be in the
-// table: not with --on-publish delete, and not before the retention horizon.
+// table: not with --on-publish delete. A --since older than the retention is no
+// refusal: the replay starts from the oldest row still kept (Replay's Note says so).
 func CheckReplay(cfg relay.Config, f ReplayFilter, now time.Time) error {
 	switch cfg.OnPublishMode() {
 	case poller.Delete:
@@ -119,13 +144,6 @@ func CheckReplay(cfg relay.Config, f ReplayFilter, now time.Time) error {
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
 		return fmt.Errorf("cannot replay: --until %s is not after --since %s", f.Until.UTC().Format(time.RFC3339), f.Since.UTC().Format(time.RFC3339))
-	}
-	if cfg.Retention > 0 && !f.Since.IsZero() {
-		if horizon := now.Add(-cfg.Retention); f.Since.Before(horizon) {
-			return fmt.Errorf("cannot replay from %s: rows older than --retention %s (before %s) are deleted; "+
-				"give a --since after %s, or leave it out to replay what is kept",
-				f.Since.UTC().Format(time.RFC3339), cfg.Retention, horizon.UTC().Format(time.RFC3339), horizon.UTC().Format(time.RFC3339))
-		}
 	}
 	for _, t := range cfg.OutboxTables() {
 		if t.Columns.CreatedAt == "" && (!f.Since.IsZero() || !f.Until.IsZero()) {
@@ -166,9 +184,17 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg relay.Co
 		p.progress.Total += n
 		tables = append(tables, rt)
 	}
+	if note, err := retentionNote(ctx, pool, cfg, opts.Filter, tables, started); err != nil {
+		return p.finish(err)
+	} else {
+		p.progress.Note = note
+	}
 	if opts.DryRun {
 		return p.finish(nil)
 	}
+	p.ackTimeout = cfg.AckTimeout
+	p.lastSettled.Store(time.Now().UnixNano())
+	p.stopTicker = p.tick()
 	inFlight := opts.MaxInFlight
 	if inFlight <= 0 {
 		inFlight = cfg.MaxInFlightEvents
@@ -185,8 +211,8 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg relay.Co
 		return p.finish(fmt.Errorf("flush the replayed events: %w", err))
 	}
 	if f := p.failed.Load(); f > 0 {
-		return p.finish(fmt.Errorf("%d of the replayed events failed (last: %v); run the replay again for them, "+
-			"by --id or the same filters", f, p.lastErr.Load()))
+		return p.finish(fmt.Errorf("%d of the replayed events failed (last: %v); replay them again by id "+
+			"(walrelay replay --failed-ids FILE writes them, --id-file FILE reads them) or with the same filters", f, p.lastErr.Load()))
 	}
 	return p.finish(nil)
 }
@@ -219,6 +245,14 @@ type replayRun struct {
 	failed   atomic.Int64
 	skipped  atomic.Int64
 	lastErr  atomic.Value // string: the last failure
+	// lastSettled is when an event last settled (unix ns), for the broker's silence;
+	// ackTimeout is how long a silence may last before the progress says so.
+	lastSettled atomic.Int64
+	ackTimeout  time.Duration
+	failedMu    sync.Mutex
+	failedIDs   []string
+	reportMu    sync.Mutex // progress.Waiting, OnProgress and lastReport: the replaying goroutine and the ticker
+	stopTicker  func()     // nil until the ticker runs
 	// handed counts the events handed to the sink, for the rate; lastReport is when
 	// OnProgress was last called. The replaying goroutine's alone, as is paceFrom.
 	handed     int64
@@ -321,10 +355,15 @@ func (p *replayRun) publish(ctx context.Context, snk sink.Sink, ev *outbox.Event
 	}
 	p.handed++
 	p.inFlight.Add(1)
+	id := ev.ID
 	snk.Publish(ev, sink.DoneFunc(func(err error) {
+		p.lastSettled.Store(time.Now().UnixNano())
 		if err != nil {
 			p.failed.Add(1)
 			p.lastErr.Store(err.Error())
+			p.failedMu.Lock()
+			p.failedIDs = append(p.failedIDs, id)
+			p.failedMu.Unlock()
 		} else {
 			p.sent.Add(1)
 		}
@@ -348,7 +387,66 @@ func (p *replayRun) snapshot() ReplayProgress {
 	if left := pr.Total - pr.Sent - pr.Failed - pr.Skipped; left > 0 && pr.Rate > 0 {
 		pr.ETA = time.Duration(float64(left) / pr.Rate * float64(time.Second)).Round(time.Second).String()
 	}
+	if silent := p.silence(); silent > 0 && pr.Waiting == "" {
+		pr.Waiting = ReplayWaitingBroker
+		pr.Stalled = fmt.Sprintf("the broker has acknowledged none of the %d events in flight for %s (--ack-timeout %s)",
+			len(p.window), silent.Round(time.Second), p.ackTimeout)
+	}
+	p.failedMu.Lock()
+	pr.FailedIDsAll = slices.Clone(p.failedIDs)
+	p.failedMu.Unlock()
+	pr.FailedIDs = pr.FailedIDsAll[:min(len(pr.FailedIDsAll), MaxFailedIDs)]
 	return pr
+}
+
+// silence is how long the broker has settled none of the events in flight, when
+// that passed the ack timeout; 0 otherwise.
+func (p *replayRun) silence() time.Duration {
+	silent := time.Since(time.Unix(0, p.lastSettled.Load()))
+	if p.ackTimeout <= 0 || len(p.window) == 0 || silent <= p.ackTimeout {
+		return 0
+	}
+	return silent
+}
+
+// tick reports the progress every interval from a timer, so that lines come while
+// nothing completes, and at once when the broker's silence passes the ack timeout;
+// the returned func stops it.
+func (p *replayRun) tick() (stop func()) {
+	if p.opts.OnProgress == nil {
+		return func() {}
+	}
+	step := p.interval()
+	if p.ackTimeout > 0 {
+		step = min(step, max(p.ackTimeout/4, 100*time.Millisecond))
+	}
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		ticker := time.NewTicker(step)
+		defer ticker.Stop()
+		stalled := false
+		for {
+			select {
+			case <-done:
+				return
+			case <-ticker.C:
+				now := p.silence() > 0
+				p.report(now && !stalled)
+				stalled = now
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+// interval is how often the progress is reported.
+func (p *replayRun) interval() time.Duration {
+	if p.opts.ProgressInterval > 0 {
+		return p.opts.ProgressInterval
+	}
+	return 5 * time.Second
 }
 
 // report calls OnProgress when the interval passed since the last call.
@@ -356,11 +454,9 @@ func (p *replayRun) report(force bool) {
 	if p.opts.OnProgress == nil {
 		return
 	}
-	every := p.opts.ProgressInterval
-	if every <= 0 {
-		every = 5 * time.Second
-	}
-	if !force && time.Since(p.lastReport) < every {
+	p.reportMu.Lock()
+	defer p.reportMu.Unlock()
+	if !force && time.Since(p.lastReport) < p.interval() {
 		return
 	}
 	p.lastReport = time.Now()
@@ -369,14 +465,19 @@ func (p *replayRun) report(force bool) {
 
 // finish ends the replay with err and reports its last progress.
 func (p *replayRun) finish(err error) (ReplayProgress, error) {
+	if p.stopTicker != nil {
+		p.stopTicker()
+	}
 	p.progress.Done = true
 	if err != nil {
 		p.progress.Error = err.Error()
 	}
 	pr := p.snapshot()
-	pr.ETA = ""
+	pr.ETA, pr.Waiting, pr.Stalled = "", "", ""
 	if p.opts.OnProgress != nil {
+		p.reportMu.Lock()
 		p.opts.OnProgress(pr)
+		p.reportMu.Unlock()
 	}
 	return pr, err
 }

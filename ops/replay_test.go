@@ -202,7 +202,8 @@ func TestReplayFiltersCountsAndHeaders(t *testing.T) {
 }
 
 // Where the rows are gone a replay refuses before it reads or publishes anything:
-// with --on-publish delete, and for a --since older than the retention.
+// with --on-publish delete. A --since older than the retention replays from the
+// oldest row still kept, and says which.
 func TestReplayRefusedWhereRowsAreGone(t *testing.T) {
 	t.Parallel()
 	e := newReplayEnv(t, "replay_refused")
@@ -215,13 +216,6 @@ func TestReplayRefusedWhereRowsAreGone(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--on-publish delete") || !strings.Contains(err.Error(), "--on-publish progress") {
 		t.Fatalf("replay with --on-publish delete: %v, want a refusal naming the mode and what keeps rows", err)
 	}
-	kept := e.cfg
-	kept.Retention = time.Hour
-	_, err = ops.Replay(ctx, e.pool, e.sink, kept, ops.ReplayOptions{ID: "too-old",
-		Filter: ops.ReplayFilter{Since: time.Now().Add(-2 * time.Hour)}})
-	if err == nil || !strings.Contains(err.Error(), "--retention 1h0m0s") {
-		t.Fatalf("replay from before the retention: %v, want a refusal naming --retention", err)
-	}
 	// Nothing was published: a replay that is allowed is the first record.
 	if _, err := ops.Replay(ctx, e.pool, e.sink, e.cfg, ops.ReplayOptions{ID: "allowed"}); err != nil {
 		t.Fatal(err)
@@ -230,6 +224,45 @@ func TestReplayRefusedWhereRowsAreGone(t *testing.T) {
 	for _, r := range e.cons.Records {
 		if id := testenv.Header(r, ops.ReplayHeader); id != "allowed" {
 			t.Errorf("a refused replay (%s) published %s", id, testenv.Header(r, "id"))
+		}
+	}
+
+	kept := e.cfg
+	kept.Retention = time.Hour
+	var oldest time.Time
+	if err := e.conn.QueryRow(ctx, "SELECT min(created_at) FROM outbox_events").Scan(&oldest); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := ops.Replay(ctx, e.pool, e.sink, kept, ops.ReplayOptions{ID: "too-old",
+		Filter: ops.ReplayFilter{Since: time.Now().Add(-2 * time.Hour)}})
+	want := "--retention 1h0m0s (rows created before "
+	if err != nil || !strings.Contains(pr.Note, want) ||
+		!strings.Contains(pr.Note, "replaying from the oldest matching row still kept, created at "+oldest.UTC().Format(time.RFC3339Nano)) {
+		t.Fatalf("replay from before the retention: %v, note %q; want the replay, and a note naming the oldest row kept", err, pr.Note)
+	}
+	e.replayed(t, "too-old", 3)
+}
+
+// --since and --until take a time, a duration, or days.
+func TestParseReplayTime(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"2026-01-02T15:04:05Z", time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)},
+		{"2h", now.Add(-2 * time.Hour)},
+		{"30d", now.AddDate(0, 0, -30)},
+		{"1.5d", now.Add(-36 * time.Hour)},
+	} {
+		got, err := ops.ParseReplayTime("--since", tc.in, now)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("ParseReplayTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"-2h", "30", "d", "-1d", "yesterday"} {
+		if _, err := ops.ParseReplayTime("--since", bad, now); err == nil || !strings.Contains(err.Error(), "30d") {
+			t.Errorf("ParseReplayTime(%q): %v, want an error naming the forms", bad, err)
 		}
 	}
 }

@@ -17,18 +17,25 @@ func (p *replayRun) holdWhilePaused(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
-	p.progress.Waiting = ReplayWaitingPaused
+	p.setWaiting(ReplayWaitingPaused)
 	p.report(true)
 	for !p.opts.Pause.Wait(ctx, time.Now().Add(time.Minute)) {
 		if ctx.Err() != nil {
-			p.progress.Waiting = ""
+			p.setWaiting("")
 			return ctx.Err()
 		}
 	}
 	if !p.paceFrom.IsZero() {
 		p.paceFrom = p.paceFrom.Add(time.Since(began))
 	}
-	p.progress.Waiting = ""
+	p.setWaiting("")
 	p.report(true)
 	return nil
+}
+
+// setWaiting sets what the replay waits for, which the progress ticker reads.
+func (p *replayRun) setWaiting(w string) {
+	p.reportMu.Lock()
+	p.progress.Waiting = w
+	p.reportMu.Unlock()
 }

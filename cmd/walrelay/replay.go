@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +18,7 @@ import (
 func replayCommand() *cobra.Command {
 	s := newSettings()
 	var f ops.ReplayFilter
-	var since, until string
+	var since, until, idFile, failedFile string
 	var dryRun, ignorePause bool
 	var rate float64
 	cmd := &cobra.Command{
@@ -25,9 +27,11 @@ func replayCommand() *cobra.Command {
 		Long: "replay publishes again the outbox rows that match every filter given, oldest first, through the sink\n" +
 			"run uses and in its record format, with the same id header (consumers that deduplicate drop what they\n" +
 			"have) and a walrelay_replay header naming the replay. It reads the table and writes nothing: the slot\n" +
-			"and pending rows' bookkeeping stay as they are. It refuses up front where the rows are gone: with\n" +
-			"--on-publish delete, and for a --since older than --retention. --since and --until take a time\n" +
-			"(RFC 3339, e.g. 2026-01-02T15:04:05Z) or a duration before now (e.g. 2h).\n" +
+			"and pending rows' bookkeeping stay as they are. It refuses up front with --on-publish delete, where the\n" +
+			"rows are gone; a --since older than --retention replays from the oldest row still kept, and says which.\n" +
+			"--since and --until take a time (RFC 3339, e.g. 2026-01-02T15:04:05Z) or a duration before now (e.g. 2h,\n" +
+			"30d). It reports progress every 5 seconds, and a broker that acknowledges nothing within --ack-timeout;\n" +
+			"at the end it names up to 20 failed event ids (all of them in --failed-ids FILE) and exits 1.\n" +
 			"A paused relay publishes nothing, replays included: replay first asks the relay at --admin-url (else\n" +
 			"its --metrics-addr, sending --admin-token) whether it is paused, and refuses while it is, unless\n" +
 			"--ignore-pause; when it cannot reach the relay it says so and replays anyway.\n" +
@@ -45,6 +49,13 @@ func replayCommand() *cobra.Command {
 			}
 			if f.Until, err = ops.ParseReplayTime("--until", until, now); err != nil {
 				return err
+			}
+			if idFile != "" {
+				ids, err := readIDFile(idFile)
+				if err != nil {
+					return err
+				}
+				f.IDs = append(f.IDs, ids...)
 			}
 			if rate < 0 {
 				return fmt.Errorf("--rate must be 0 (no limit) or positive, got %v", rate)
@@ -92,6 +103,11 @@ func replayCommand() *cobra.Command {
 			} else {
 				fmt.Fprintf(out, "replayed %d event(s) of %d (replay %s: header %s)\n", pr.Sent, pr.Total, pr.ID, ops.ReplayHeader)
 			}
+			if len(pr.FailedIDsAll) > 0 {
+				if werr := reportFailedIDs(cmd.ErrOrStderr(), pr.FailedIDsAll, failedFile); werr != nil {
+					return runtimeError{errors.Join(err, werr)}
+				}
+			}
 			if err != nil {
 				return runtimeError{err}
 			}
@@ -108,6 +124,8 @@ func replayCommand() *cobra.Command {
 	fl.StringVar(&f.AggregateID, "aggregate-id", "", "replay only this aggregate id")
 	fl.StringVar(&f.EventType, "event-type", "", "replay only this event type")
 	fl.StringSliceVar(&f.IDs, "id", nil, "replay only these event ids (repeat or comma-separate)")
+	fl.StringVar(&idFile, "id-file", "", "replay only the event ids in this file, one per line (added to --id)")
+	fl.StringVar(&failedFile, "failed-ids", "", "write the ids of the events that failed to this file, one per line (--id-file reads it)")
 	fl.BoolVar(&dryRun, "dry-run", false, "count the events a replay would publish, and publish nothing")
 	fl.Float64Var(&rate, "rate", 0, "publish at most this many events per second (0: no limit)")
 	fl.BoolVar(&ignorePause, "ignore-pause", false, "replay even while the relay at --admin-url (else --metrics-addr) is paused, without asking it")
@@ -120,6 +138,15 @@ type progressPrinter struct {
 	w        io.Writer
 	terminal bool
 	every    time.Duration
+	noted    bool // the replay's note was shown
+}
+
+// line prints a line of its own, below a bar being redrawn.
+func (p *progressPrinter) line(s string) {
+	if p.terminal {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintln(p.w, s)
 }
 
 func newProgressPrinter(w io.Writer) *progressPrinter {
@@ -133,8 +160,15 @@ func newProgressPrinter(w io.Writer) *progressPrinter {
 }
 
 func (p *progressPrinter) print(pr ops.ReplayProgress) {
+	if pr.Note != "" && !p.noted {
+		p.noted = true
+		p.line("replay " + pr.ID + ": " + pr.Note)
+	}
 	if pr.DryRun {
 		return
+	}
+	if pr.Stalled != "" {
+		p.line("replay " + pr.ID + ": " + pr.Stalled)
 	}
 	done := pr.Sent + pr.Failed + pr.Skipped
 	percent := 100.0
@@ -157,4 +191,51 @@ func (p *progressPrinter) print(pr ops.ReplayProgress) {
 	if pr.Done {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// readIDFile reads event ids, one per line; blank lines are skipped.
+func readIDFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--id-file: %w", err)
+	}
+	defer f.Close()
+	var ids []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if id := strings.TrimSpace(sc.Text()); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--id-file %s: %w", path, err)
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("--id-file %s holds no event id", path)
+	}
+	return ids, nil
+}
+
+// reportFailedIDs names up to ops.MaxFailedIDs failed ids, writes them all to file
+// when one is given, and says the command that replays them.
+func reportFailedIDs(w io.Writer, ids []string, file string) error {
+	shown := ids[:min(len(ids), ops.MaxFailedIDs)]
+	fmt.Fprintf(w, "%d event(s) failed: %s", len(ids), strings.Join(shown, ", "))
+	if len(shown) < len(ids) {
+		fmt.Fprintf(w, ", and %d more", len(ids)-len(shown))
+	}
+	fmt.Fprintln(w)
+	if file != "" {
+		if err := os.WriteFile(file, []byte(strings.Join(ids, "\n")+"\n"), 0o644); err != nil {
+			return fmt.Errorf("--failed-ids: %w", err)
+		}
+		fmt.Fprintf(w, "all %d in %s; replay them with: walrelay replay --id-file %s (and the settings of this run)\n", len(ids), file, file)
+		return nil
+	}
+	if len(shown) == len(ids) {
+		fmt.Fprintf(w, "replay them with: walrelay replay --id %s (and the settings of this run)\n", strings.Join(ids, ","))
+		return nil
+	}
+	fmt.Fprintln(w, "to replay them all, run again with --failed-ids FILE, then walrelay replay --id-file FILE")
+	return nil
 }
