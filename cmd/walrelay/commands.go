@@ -74,6 +74,7 @@ func runCommand() *cobra.Command {
 	}
 	s.Register(cmd.Flags())
 	cmd.Flags().StringVar(&only, "database", "", "with a file's databases list: run this database of it alone (empty: all)")
+	groupedHelp(cmd)
 	return cmd
 }
 

@@ -34,6 +34,7 @@ func TestGoldenCLI(t *testing.T) {
 		{"help-import-debezium.txt", []string{"import-debezium", "--help"}, 0},
 		{"help-version.txt", []string{"version", "--help"}, 0},
 		{"usage-unknown-flag.txt", []string{"status", "--slott", "x"}, 2},
+		{"usage-unknown-flag-run.txt", []string{"run", "--slott", "x"}, 2},
 		{"usage-unknown-command.txt", []string{"stauts"}, 2},
 		{"usage-unknown-dlq-command.txt", []string{"dlq", "lsit"}, 2},
 		{"usage-extra-argument.txt", []string{"dlq", "list", "extra"}, 2},

@@ -38,10 +38,11 @@ func main() {
 func newRoot() *cobra.Command {
 	root := groupCommand(&cobra.Command{
 		Use:   "walrelay",
-		Short: "Relay PostgreSQL outbox rows to Kafka, NATS JetStream, RabbitMQ or Redis Streams",
+		Short: "Relay PostgreSQL outbox rows to Kafka, NATS JetStream, RabbitMQ, Redis Streams, Amazon SQS or Google Pub/Sub",
 		Long: "walrelay publishes every row committed to the outbox table to a broker (Kafka, NATS JetStream,\n" +
-			"RabbitMQ or Redis Streams), at least once and in commit order per aggregate, reading inserts from\n" +
-			"the WAL through a logical replication slot (or polling the table, --mode poll).\n\n" +
+			"RabbitMQ, Redis Streams, Amazon SQS or Google Pub/Sub), at least once and in commit order per\n" +
+			"aggregate, reading inserts from the WAL through a logical replication slot (or polling the\n" +
+			"table, --mode poll).\n\n" +
 			"Settings come from flags, WALRELAY_* environment variables and an optional YAML file (--config),\n" +
 			"in that order of precedence.",
 		Version:       buildinfo.Read().String(),
@@ -90,7 +91,8 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var usage usageError
 	if errors.As(err, &usage) {
-		fmt.Fprintf(stderr, "walrelay: %v\n\n%s\nRun '%s --help' for more.\n", err, cmd.UsageString(), cmd.CommandPath())
+		// The mistake and where help is, not the whole flag list.
+		fmt.Fprintf(stderr, "walrelay: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
 		return 2
 	}
 	fmt.Fprintf(stderr, "walrelay: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())

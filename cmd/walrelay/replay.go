@@ -35,7 +35,8 @@ func replayCommand() *cobra.Command {
 			"A paused relay publishes nothing, replays included: replay first asks the relay at --admin-url (else\n" +
 			"its --metrics-addr, sending --admin-token) whether it is paused, and refuses while it is, unless\n" +
 			"--ignore-pause; when it cannot reach the relay it says so and replays anyway.\n" +
-			"It takes the settings run takes (--config, WALRELAY_*, the sink, table and column settings).",
+			"It takes run's settings for the tables, the records and the sink (--config, WALRELAY_*, flags), and\n" +
+			"none of the stream's (slot, publication, intervals, delivery).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := s.Load(cmd.Flags()); err != nil {
@@ -114,9 +115,8 @@ func replayCommand() *cobra.Command {
 			return nil
 		},
 	}
-	// Every setting run takes, and where to ask the relay whether it is paused.
-	names := append([]string{"admin-url"}, s.DefaultNames()...)
-	s.Register(cmd.Flags(), names...)
+	s.Register(cmd.Flags(), replaySettings(s)...)
+	groupedHelp(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&since, "since", "", "replay rows created at or after this time (RFC 3339, or a duration before now)")
 	fl.StringVar(&until, "until", "", "replay rows created before this time (RFC 3339, or a duration before now)")
