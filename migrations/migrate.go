@@ -32,6 +32,10 @@ type Options struct {
 	Columns outbox.Columns
 	// Publication is created for Table when missing (default "walrelay").
 	Publication string
+	// Listed says Table is one of a tables list published through Publication: an
+	// existing table the publication lacks is added to it (the list says it belongs),
+	// where a single table would be a conflict to resolve by hand.
+	Listed bool
 	// DryRun prints the SQL migrate would run and changes nothing.
 	DryRun bool
 	// LockTimeout bounds each wait for a lock inside the migration transaction

@@ -267,7 +267,7 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 	if err := planPendingView(ctx, q, p, schema, pendingViewName(name)); err != nil {
 		return nil, err
 	}
-	if err := planPublication(ctx, q, p, o.Publication, schema, name, partitioned); err != nil {
+	if err := planPublication(ctx, q, p, o.Publication, schema, name, partitioned, o.Listed); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -383,7 +383,7 @@ func viewIsWalrelays(def string) bool {
 
 var qualifier = regexp.MustCompile(`\b[a-z_][a-z0-9_$]*\.`)
 
-func planPublication(ctx context.Context, q pgx.Tx, p *plan, publication, schema, name string, partitioned bool) error {
+func planPublication(ctx context.Context, q pgx.Tx, p *plan, publication, schema, name string, partitioned, listed bool) error {
 	with := "publish = 'insert'"
 	if partitioned {
 		with += ", publish_via_partition_root = true"
@@ -420,6 +420,10 @@ func planPublication(ctx context.Context, q pgx.Tx, p *plan, publication, schema
 		"SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)",
 		publication, schema, name).Scan(&included); err != nil {
 		return fmt.Errorf("read tables of publication %s: %w", publication, err)
+	}
+	if !included && listed {
+		p.add("ALTER PUBLICATION "+pub+" ADD TABLE "+p.table, "SHARE UPDATE EXCLUSIVE", false)
+		return nil
 	}
 	if !included {
 		p.conflict(fmt.Sprintf("publication %s exists and does not include table %s", publication, p.display),

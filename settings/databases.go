@@ -98,8 +98,10 @@ func (s *Settings) Databases(fs *pflag.FlagSet) ([]*Settings, error) {
 		}
 		all[i] = d
 	}
-	if err := checkSlotClashes(s.databases, all); err != nil {
-		return nil, err
+	if fs.Lookup("slot") != nil { // a command that streams or reads the slots
+		if err := checkSlotClashes(s.databases, all); err != nil {
+			return nil, err
+		}
 	}
 	return all, nil
 }

@@ -13,7 +13,7 @@ type Group struct {
 // Groups are the concerns in the order run's help lists them. Every setting is in
 // one (TestEverySettingHasAGroup): a new setting joins one, or a broker's prefix.
 var Groups = []Group{
-	{Title: "Database and tables", names: []string{"database-url", "primary-url", "database-auth", "table", "publication",
+	{Title: "Database and tables", names: []string{"database-url", "primary-url", "owner-url", "database-auth", "table", "publication",
 		"slot", "slot-failover", "mode"}, prefix: "column-"},
 	{Title: "Stream", names: []string{"on-publish", "delivery", "status-interval", "keepalive-interval", "heartbeat-interval",
 		"progress-interval", "max-inflight-events", "max-inflight-bytes", "ack-timeout", "event-timeout", "shutdown-timeout",

@@ -41,6 +41,9 @@ type Settings struct {
 	// AdminURL is admin-url: the relay's HTTP address for status, pause, resume
 	// and replay (empty: the relay's metrics-addr).
 	AdminURL string
+	// OwnerURL is owner-url: the URL migrate connects with, as the tables' owner
+	// (empty: the relay's database-url).
+	OwnerURL string
 	// DatabaseAuth is database-auth: AuthPassword or AuthAWSIAM.
 	DatabaseAuth string
 	// Authenticate, when set, is called after Load and after each databases entry
@@ -208,6 +211,9 @@ func New() *Settings {
 		{name: "admin-url", usage: "status, pause, resume and replay: the relay's HTTP address, e.g. http://walrelay:9731, where status asks /readyz " +
 			"and replay whether it is paused (empty: the relay's metrics-addr, where a relay that does not answer is no problem)", only: true, kind: kindURL,
 			set: func(v string) error { s.AdminURL = v; return nil }},
+		{name: "owner-url", usage: "migrate: the URL it connects with, as the outbox tables' owner, where database-url is the relay's " +
+			"role (empty: database-url); a databases entry may set its own", only: true, kind: kindURL,
+			set: func(v string) error { s.OwnerURL = v; return nil }},
 		{name: "start-paused", usage: "start paused: hold the slot, read and publish nothing until resumed (walrelay resume, POST /resume)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &c.StartPaused) }},
 		str("admin-token", "bearer token the admin API and the profiler on the metrics address ask for (prefer the environment or the file); "+

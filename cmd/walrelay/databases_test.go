@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -273,4 +274,82 @@ func fetchHTTP(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// migrate, dlq and replay take a file's databases list: migrate migrates every entry
+// (each through its owner-url when it has one, and each table of its tables list,
+// into one publication), dlq and replay the entry --database names, and refuse to
+// guess among several.
+func TestCommandsTakeADatabasesList(t *testing.T) {
+	t.Parallel()
+	a, b := testenv.Database(t), testenv.Database(t)
+	for _, table := range []string{"ev1", "ev2"} {
+		execSQL(t, b, `CREATE TABLE `+table+` (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), aggregate_type text NOT NULL,
+			aggregate_id text NOT NULL, event_type text NOT NULL, payload jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
+	}
+	u, err := url.Parse(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User("nobody-here") // the relay's role, which cannot migrate (it does not exist)
+	relayRole := u.String()
+	config := writeFile(t, "walrelay.yaml", fmt.Sprintf(`databases:
+  - name: a
+    database-url: %s
+    owner-url: %s
+    slot: walrelay_a
+  - name: b
+    database-url: %s
+    slot: walrelay_b
+    tables:
+      - table: ev1
+      - table: ev2
+`, relayRole, a, b))
+	env := baseEnv("WALRELAY_CONFIG="+config, "WALRELAY_KAFKA_BROKERS="+strings.Join(testenv.Kafka(t).ListenAddrs(), ","))
+
+	res := run(t, time.Minute, env, "migrate")
+	if res.code != 0 || !strings.Contains(res.stdout, "database a\n") || !strings.Contains(res.stdout, "database b\n") {
+		t.Fatalf("migrate of a databases list: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	conn := testenv.Connect(t, b)
+	var published []string
+	rows, err := conn.Query(context.Background(), "SELECT tablename FROM pg_publication_tables WHERE pubname = 'walrelay' ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		published = append(published, name)
+	}
+	if !slices.Equal(published, []string{"ev1", "ev2"}) {
+		t.Errorf("database b's publication holds %v, want both listed tables", published)
+	}
+	var outboxA bool
+	if err := testenv.Connect(t, a).QueryRow(context.Background(),
+		"SELECT to_regclass('public.outbox_events') IS NOT NULL AND to_regclass('public.walrelay_slots') IS NOT NULL").Scan(&outboxA); err != nil || !outboxA {
+		t.Errorf("database a was not migrated through its owner-url: %v", err)
+	}
+
+	res = run(t, time.Minute, env, "dlq", "list")
+	if res.code != 2 || !strings.Contains(res.stderr, "the configuration lists databases a, b: name one with --database") {
+		t.Errorf("dlq list without --database: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	res = run(t, time.Minute, env, "dlq", "list", "--database", "b")
+	if res.code != 0 || !strings.Contains(res.stdout, "0 dead letter(s)") {
+		t.Errorf("dlq list --database b: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	execSQL(t, b, `INSERT INTO ev2 (aggregate_type, aggregate_id, event_type, payload) SELECT 'order', g::text, 'placed', '{}'
+		FROM generate_series(1, 3) g`)
+	res = run(t, time.Minute, env, "replay", "--database", "b", "--dry-run")
+	if res.code != 0 || !strings.Contains(res.stdout, "would replay 3 event(s)") {
+		t.Errorf("replay --database b --dry-run: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	res = run(t, time.Minute, env, "replay", "--database", "c", "--dry-run")
+	if res.code != 2 || !strings.Contains(res.stderr, "--database c: no such database in the file's databases list (a, b)") {
+		t.Errorf("replay --database c: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 }

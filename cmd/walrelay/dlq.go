@@ -17,7 +17,8 @@ func dlqCommand() *cobra.Command {
 		Use:   "dlq",
 		Short: "Inspect, retry and purge dead letters (rows that failed max-attempts times)",
 		Long: "dlq lists, retries and purges dead letters in the outbox tables run relays: it takes the same\n" +
-			"settings (--config, WALRELAY_*, the table and column settings, a file's tables list).",
+			"settings (--config, WALRELAY_*, the table and column settings, a file's tables list; with a\n" +
+			"databases list, the entry --database names).",
 	})
 	cmd.AddCommand(dlqList(), dlqRetry(), dlqPurge())
 	return cmd
@@ -30,8 +31,9 @@ func withDeadLetters(cmd *cobra.Command, s *settings.Settings, fn func(*ops.Dead
 		return err
 	}
 	s.Warn(cmd.ErrOrStderr(), nil)
-	if s.Relay.DatabaseURL == "" {
-		return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
+	s, err := oneDatabase(cmd, s)
+	if err != nil {
+		return err
 	}
 	pool, err := ops.OpenPool(cmd.Context(), s.Relay)
 	if err != nil {
@@ -84,6 +86,7 @@ func dlqList() *cobra.Command {
 		},
 	}
 	s.Register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
+	databaseFlag(cmd, "work on")
 	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	return cmd
@@ -112,6 +115,7 @@ func dlqRetry() *cobra.Command {
 		},
 	}
 	s.Register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
+	databaseFlag(cmd, "work on")
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to retry (repeat or comma-separate)")
 	cmd.Flags().BoolVar(&all, "all", false, "retry every dead letter")
 	return cmd
@@ -143,6 +147,7 @@ func dlqPurge() *cobra.Command {
 		},
 	}
 	s.Register(cmd.Flags(), append([]string{"database-url", "primary-url", "database-auth"}, tableSettings...)...)
+	databaseFlag(cmd, "work on")
 	cmd.Flags().StringSliceVar(&ids, "id", nil, "event id to delete (repeat or comma-separate)")
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "delete dead letters older than this (e.g. 720h)")
 	return cmd

@@ -43,8 +43,11 @@ func replayCommand() *cobra.Command {
 				return err
 			}
 			s.Warn(cmd.ErrOrStderr(), nil)
+			s, err := oneDatabase(cmd, s)
+			if err != nil {
+				return err
+			}
 			now := time.Now()
-			var err error
 			if f.Since, err = ops.ParseReplayTime("--since", since, now); err != nil {
 				return err
 			}
@@ -60,9 +63,6 @@ func replayCommand() *cobra.Command {
 			}
 			if rate < 0 {
 				return fmt.Errorf("--rate must be 0 (no limit) or positive, got %v", rate)
-			}
-			if s.Relay.DatabaseURL == "" {
-				return fmt.Errorf("database url is required (--database-url or WALRELAY_DATABASE_URL)")
 			}
 			if err := ops.CheckReplay(s.Relay, f, now); err != nil {
 				return runtimeError{err}
@@ -116,6 +116,7 @@ func replayCommand() *cobra.Command {
 		},
 	}
 	s.Register(cmd.Flags(), replaySettings(s)...)
+	databaseFlag(cmd, "replay from")
 	groupedHelp(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&since, "since", "", "replay rows created at or after this time (RFC 3339, or a duration before now)")

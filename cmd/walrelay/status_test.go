@@ -243,7 +243,7 @@ func TestStatusHealthyRelay(t *testing.T) {
 		t.Fatalf("%d start-up lines, want 1:\n%s", len(startup), out)
 	}
 	for _, want := range []string{"version=", "mode=stream", "on_publish=progress", "delivery=at-least-once", "sink=kafka",
-		"brokers=[" + kafka.ListenAddrs()[0] + "]", `database="postgres://postgres:xxxxx@127.0.0.1:`, "slot=" + slot, "publication=walrelay",
+		"brokers=[" + kafka.ListenAddrs()[0] + "]", `database_url="postgres://postgres:xxxxx@127.0.0.1:`, "slot=" + slot, "publication=walrelay",
 		"tables=[outbox_events]"} {
 		if !strings.Contains(startup[0], want) {
 			t.Errorf("start-up line lacks %q: %s", want, startup[0])
