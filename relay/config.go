@@ -18,6 +18,7 @@ import (
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
+	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -435,4 +436,11 @@ func (t *TableConfig) checkRoute() error {
 	}
 	_, err := t.route()
 	return err
+}
+
+// GrantNeeds says which optional privileges on the outbox tables this configuration
+// uses (replication.RelayGrants).
+func (c *Config) GrantNeeds() replication.GrantNeeds {
+	mode := c.OnPublishMode()
+	return replication.GrantNeeds{Insert: mode == poller.None, Delete: mode == poller.Delete || c.Retention > 0}
 }

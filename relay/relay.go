@@ -179,6 +179,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := checkSchema(ctx, pool); err != nil {
 		return err
 	}
+	if err := r.checkPrivileges(ctx, pool); err != nil {
+		return err
+	}
 
 	// The bookkeeper outlives the stream so that a stopping stream can still settle
 	// what was acked; it stops last.
@@ -585,3 +588,23 @@ func (r *Relay) replicationTables() []replication.Table {
 
 // splitIdent splits a possibly schema-qualified name for pgx.Identifier.
 func splitIdent(name string) []string { return strings.Split(name, ".") }
+
+// checkPrivileges checks, before anything starts, that the relay's role may do what
+// its mode does to the outbox tables and walrelay's own.
+func (r *Relay) checkPrivileges(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return errorf("check the role's privileges", err)
+	}
+	defer conn.Release()
+	return replication.CheckPrivileges(ctx, conn.Conn(), replication.RelayGrants(r.tableIdents(), r.cfg.GrantNeeds()))
+}
+
+// tableIdents are the outbox tables as SQL names them.
+func (r *Relay) tableIdents() []string {
+	idents := make([]string, len(r.tables))
+	for i, t := range r.tables {
+		idents[i] = t.shape.Ident()
+	}
+	return idents
+}

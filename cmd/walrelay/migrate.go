@@ -21,6 +21,7 @@ func migrateCommand() *cobra.Command {
 	s := newSettings()
 	var notify, dryRun bool
 	var lockTimeout time.Duration
+	var grantTo string
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or adopt the outbox schema (idempotent)",
@@ -49,7 +50,7 @@ func migrateCommand() *cobra.Command {
 				if len(entries) > 1 {
 					fmt.Fprintf(cmd.OutOrStdout(), "database %s\n", d.Name())
 				}
-				if err := migrateDatabase(cmd, d, dryRun, notify, lockTimeout); err != nil {
+				if err := migrateDatabase(cmd, d, dryRun, notify, lockTimeout, grantTo); err != nil {
 					if d.Name() != "" {
 						return prefixError("database "+d.Name()+": ", err)
 					}
@@ -59,9 +60,12 @@ func migrateCommand() *cobra.Command {
 			return nil
 		},
 	}
-	s.Register(cmd.Flags(), "database-url", "owner-url", "database-auth", "table", "publication", "column-id", "column-aggregate-type",
-		"column-aggregate-id", "column-event-type", "column-payload", "column-created-at")
+	s.Register(cmd.Flags(), "database-url", "owner-url", "primary-url", "database-auth", "table", "publication", "column-id",
+		"column-aggregate-type", "column-aggregate-id", "column-event-type", "column-payload", "column-created-at",
+		"mode", "on-publish", "retention") // the last four say what --grant-to grants
 	databaseFlag(cmd, "migrate (empty: every database of the list)")
+	cmd.Flags().StringVar(&grantTo, "grant-to", "", "also grant this role what run, status, dlq and replay need for the configured "+
+		"--on-publish mode, --retention and tables, and print what only a superuser can give it")
 	cmd.Flags().BoolVar(&notify, "notify", false, "also install the insert trigger that wakes a poll-mode relay (LISTEN/NOTIFY)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the SQL migrate would run, and change nothing")
 	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", 10*time.Second,
@@ -71,7 +75,7 @@ func migrateCommand() *cobra.Command {
 
 // migrateDatabase migrates one database: each outbox table of its settings (a
 // file's tables list, or --table), connecting as owner-url (else database-url).
-func migrateDatabase(cmd *cobra.Command, s *settings.Settings, dryRun, notify bool, lockTimeout time.Duration) error {
+func migrateDatabase(cmd *cobra.Command, s *settings.Settings, dryRun, notify bool, lockTimeout time.Duration, grantTo string) error {
 	dbURL := s.OwnerURL
 	if dbURL == "" {
 		dbURL = s.Relay.DatabaseURL
@@ -133,6 +137,9 @@ func migrateDatabase(cmd *cobra.Command, s *settings.Settings, dryRun, notify bo
 			}
 			fmt.Fprintf(out, "installed trigger walrelay_outbox_insert_notify on %s (NOTIFY %s on each insert)\n", t.Table, poller.NotifyChannel)
 		}
+	}
+	if grantTo != "" {
+		return grantRelayRole(cmd, s, dbURL, password, grantTo, dryRun)
 	}
 	return nil
 }
