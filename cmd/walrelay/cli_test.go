@@ -53,14 +53,14 @@ func TestBadUsageExits2(t *testing.T) {
 	badURL := "postgres://u:" + password + "@127.0.0.1:1/x?sslmode=bogus"
 	cases := []tcase{
 		{name: "unknown subcommand", args: []string{"bogus"}, want: []string{`unknown command "bogus"`}},
-		{name: "unknown flag", args: []string{"run", "--no-such-flag"}, want: []string{"unknown flag: --no-such-flag", "Usage:\n  walrelay run [flags]"}},
+		{name: "unknown flag", args: []string{"run", "--no-such-flag"}, want: []string{"unknown flag: --no-such-flag\nRun 'walrelay run --help' for usage.\n"}},
 		{name: "misspelt flag", args: []string{"run", "--kafka-broker", "k:9092"},
-			want: []string{"unknown flag: --kafka-broker (did you mean --kafka-brokers?)", "Usage:\n  walrelay run [flags]"}},
+			want: []string{"unknown flag: --kafka-broker (did you mean --kafka-brokers?)\nRun 'walrelay run --help' for usage.\n"}},
 		{name: "misspelt subcommand", args: []string{"migarte"}, want: []string{`unknown command "migarte"`, `did you mean "migrate"?`}},
 		{name: "unknown dlq subcommand", args: []string{"dlq", "show"}, want: []string{`unknown command "show" for "walrelay dlq"`,
-			"Usage:\n  walrelay dlq [flags]"}},
+			"Run 'walrelay dlq --help' for usage.\n"}},
 		{name: "bad size", args: []string{"run", "--max-inflight-bytes", "lots"}, want: []string{"--max-inflight-bytes", `"lots"`, "64MiB"}},
-		{name: "positional argument", args: []string{"run", "extra"}, want: []string{`"extra"`, "Usage:\n  walrelay run [flags]"}},
+		{name: "positional argument", args: []string{"run", "extra"}, want: []string{`"extra"`, "Run 'walrelay run --help' for usage.\n"}},
 		{name: "run without database url", args: []string{"run"}, noDB: true,
 			want: []string{"database url is required", "WALRELAY_DATABASE_URL"}},
 		{name: "migrate without database url", args: []string{"migrate"}, noDB: true,
@@ -144,6 +144,9 @@ func TestBadUsageExits2(t *testing.T) {
 			}
 			if !strings.Contains(res.stderr, "Run 'walrelay") || !strings.Contains(res.stderr, " --help'") {
 				t.Errorf("stderr does not point to --help:\n%s", res.stderr)
+			}
+			if strings.Contains(res.stderr, "Usage:") || strings.Count(res.stderr, "\n") > 4 {
+				t.Errorf("a mistake prints a wall of text, not the mistake and where help is:\n%s", res.stderr)
 			}
 			if strings.Contains(res.stderr+res.stdout, password) {
 				t.Errorf("output contains the database password:\n%s%s", res.stdout, res.stderr)
