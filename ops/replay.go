@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
@@ -149,7 +150,7 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg relay.Co
 	}
 	var tables []replayTable
 	for _, tc := range cfg.OutboxTables() {
-		shape, err := replication.DescribeTable(ctx, pool, tc.Table, tc.Columns)
+		shape, err := catalog.DescribeTable(ctx, pool, tc.Table, tc.Columns)
 		if err != nil {
 			return p.finish(err)
 		}

@@ -8,11 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/dbconn"
 	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // Status is what `walrelay status` reports about a relay's slot and tables: whether
@@ -232,7 +232,7 @@ func ReadStatus(ctx context.Context, cfg relay.Config, limits StatusLimits) (*St
 	// Where the database keeps published horizons (migration 7), a row is pending
 	// when it is not published by the derived rule (docs/design.md invariant 10),
 	// which reads every row not marked: a scan of the table's unmarked rows.
-	horizons, err := replication.HasHorizons(ctx, books)
+	horizons, err := catalog.HasHorizons(ctx, books)
 	if err != nil {
 		return nil, errorf("look up walrelay_progress", err)
 	}
@@ -294,7 +294,7 @@ func (st *Status) checkPending(cfg relay.Config, bound time.Duration, oldestTabl
 // readTableStatus counts one outbox table's pending rows and dead letters; with
 // horizons, rows the published horizon covers are not pending.
 func readTableStatus(ctx context.Context, conn *pgx.Conn, t relay.TableConfig, horizons bool, bound time.Duration) (TableStatus, error) {
-	shape, err := replication.DescribeTable(ctx, conn, t.Table, t.Columns)
+	shape, err := catalog.DescribeTable(ctx, conn, t.Table, t.Columns)
 	if err != nil {
 		return TableStatus{}, errorf("read outbox table "+t.Table, err)
 	}

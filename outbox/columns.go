@@ -192,7 +192,7 @@ func FormatHeaderColumns(hs []HeaderColumn) string {
 
 // Shape is an outbox table as the relay found it in the catalog: where it is, what
 // its columns are called, and the types that decide how their values are read and
-// written. The relay reads it once at start (replication.CheckTable) and builds
+// written. The relay reads it once at start (catalog.CheckTable) and builds
 // every statement from it, so that no SQL assumes walrelay's own column types.
 type Shape struct {
 	Schema, Name string

@@ -24,7 +24,7 @@ const NotifyChannel = "outbox_event"
 
 // Config of a poller.
 type Config struct {
-	// Shape is the outbox table's (replication.DescribeTable).
+	// Shape is the outbox table's (catalog.DescribeTable).
 	Shape outbox.Shape
 	// TopicTemplate, when set, is the table's own topic template, which its events
 	// carry (outbox.Event.TopicTemplate). Table, when set, names the table on its

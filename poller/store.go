@@ -30,7 +30,7 @@ type Store struct {
 }
 
 // NewStore returns a store for the outbox table of the given shape (read with
-// replication.DescribeTable; outbox.DefaultShape for walrelay's own table).
+// catalog.DescribeTable; outbox.DefaultShape for walrelay's own table).
 func NewStore(pool *pgxpool.Pool, shape outbox.Shape, policy Policy) *Store {
 	s := &Store{pool: pool, table: shape.Ident(), qualified: shape.Qualified(), cols: columnsOf(shape), policy: policy,
 		rewrite: rewrittenColumns(shape)}

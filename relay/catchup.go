@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
@@ -82,7 +83,7 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 // Rows below the published horizon the slot recorded in this database were published
 // by it (docs/design.md invariant 10) and are left out.
 func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publisher, wm *replication.Watermark, n *int) error {
-	horizon, err := replication.ReadPublished(ctx, tx, r.cfg.Slot, t.name)
+	horizon, err := catalog.ReadPublished(ctx, tx, r.cfg.Slot, t.name)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/internal/redact"
@@ -138,7 +139,7 @@ func New(cfg Config) (*Relay, error) {
 // Run relays until ctx ends, reconnecting with capped backoff after failures that
 // retrying can fix (server restarts, terminated walsenders, network errors, a slot
 // held by another process). It returns nil after a graceful stop, and an error when
-// the setup is wrong (see replication.SetupError) or the broker client cannot be built.
+// the setup is wrong (see catalog.SetupError) or the broker client cannot be built.
 func (r *Relay) Run(ctx context.Context) error {
 	snk := r.cfg.Sink
 	if r.cfg.Mode == ModeStream {
@@ -478,7 +479,7 @@ func (r *Relay) waitForBroker(ctx context.Context, snk sink.Sink) error {
 
 // permanent reports errors that reconnecting cannot fix.
 func permanent(err error) bool {
-	var setupErr *replication.SetupError
+	var setupErr *catalog.SetupError
 	var schemaErr *decoder.SchemaError
 	if errors.As(err, &setupErr) || errors.As(err, &schemaErr) {
 		return true
@@ -513,7 +514,7 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 		conn, err := pool.Acquire(ctx)
 		if err == nil {
 			if r.cfg.Mode == ModeStream {
-				err = replication.CheckServer(ctx, conn.Conn())
+				err = catalog.CheckServer(ctx, conn.Conn())
 			}
 			var tables []table
 			for _, tc := range r.cfg.OutboxTables() {
@@ -521,7 +522,7 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 					break
 				}
 				var shape outbox.Shape
-				shape, err = replication.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns, r.cfg.Publication)
+				shape, err = catalog.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns, r.cfg.Publication)
 				route, _ := tc.route() // checked by Validate
 				tables = append(tables, table{TableConfig: tc, shape: shape, name: shape.Qualified(), route: route})
 			}
@@ -547,19 +548,19 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 // claims its tables in, and the poller's due test widens xids with; and the record of
 // the confirmed position that sessions resume from (migration 9).
 func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	ok, err := replication.HasHorizons(ctx, pool)
+	ok, err := catalog.HasHorizons(ctx, pool)
 	if err != nil {
 		return errorf("look up walrelay_progress", err)
 	}
 	if !ok {
-		return &replication.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
+		return &catalog.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
 			"walrelay_progress or walrelay_table_slots, migrations 7 and 8): run walrelay migrate"}
 	}
-	if ok, err = replication.HasConfirmedRecord(ctx, pool); err != nil {
+	if ok, err = catalog.HasConfirmedRecord(ctx, pool); err != nil {
 		return errorf("look up walrelay_confirmed", err)
 	}
 	if !ok {
-		return &replication.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
+		return &catalog.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
 			"walrelay_confirmed, migration 9): run walrelay migrate"}
 	}
 	return nil
@@ -575,10 +576,10 @@ func (r *Relay) tableNames() []string {
 }
 
 // replicationTables are the outbox tables as replication's checks take them.
-func (r *Relay) replicationTables() []replication.Table {
-	tables := make([]replication.Table, len(r.tables))
+func (r *Relay) replicationTables() []catalog.Table {
+	tables := make([]catalog.Table, len(r.tables))
 	for i, t := range r.tables {
-		tables[i] = replication.Table{Name: t.Table, Columns: t.Columns}
+		tables[i] = catalog.Table{Name: t.Table, Columns: t.Columns}
 	}
 	return tables
 }

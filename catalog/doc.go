@@ -1,0 +1,30 @@
+// Package catalog owns what walrelay reads and records in PostgreSQL outside the
+// replication stream: an outbox table's shape and bookkeeping columns, the preflight
+// checks and the SetupErrors they return, the publication, the slot's incarnations
+// (walrelay_slots), the tables' claims (walrelay_table_slots), the published
+// horizons (walrelay_progress), the origin a position belongs to (system identifier,
+// database, slot incarnation, timeline), the confirmed-position record
+// (walrelay_confirmed).
+//
+// Invariants it keeps (docs/design.md):
+//   - A published horizon has one owner and never moves back (invariant 10):
+//     RecordPublished writes only for the slot's current incarnation, after its
+//     catch-up pass is done, for tables that incarnation claimed and covered, in
+//     this cluster and database, and never lower than the horizon recorded.
+//   - One slot per table (invariant 10): ClaimTables refuses a table another slot
+//     streams, with a SetupError that says how to move it; MarkCovered records a
+//     pass only for the incarnation that ran it.
+//   - A slot incarnation is named by its creation time (invariants 2 and 10):
+//     RecordSlot starts a new one, MarkCatchupDone and RecordConfirmed write only
+//     for the incarnation that is current, so a deposed leader cannot finish the new
+//     leader's pass or move its position.
+//   - A position knows where it came from (invariant 8): an Origin names cluster,
+//     database, slot incarnation and timeline, and ReadConfirmed returns it with the
+//     LSN; a horizon recorded in another cluster or database is not read
+//     (ReadPublished, HorizonsElsewhere).
+//   - The outbox table the slot streams is the one it was (invariant 9): TableWatch
+//     compares the table's OID with the one walrelay_slots recorded.
+//
+// It does not open replication connections or stream (package replication), and
+// never imports it.
+package catalog
