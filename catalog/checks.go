@@ -123,7 +123,7 @@ func PreflightStandby(ctx context.Context, conn, slots *pgx.Conn, tables []Table
 			return SlotState{}, fmt.Errorf("on the standby: %w", err)
 		}
 	}
-	shapes := make([]outbox.Shape, 0, len(tables))
+	shapes := make([]Shape, 0, len(tables))
 	for _, t := range tables {
 		shape, err := CheckTable(ctx, conn, t.Name, t.Columns, publication)
 		if err != nil {
@@ -182,7 +182,7 @@ var Bookkeeping = []struct {
 // types it supports, has a unique index on id and walrelay's bookkeeping columns; it
 // returns the table's shape, which every statement of the relay is built from. It
 // creates nothing: a table walrelay cannot serve is refused before any slot exists.
-func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.Columns, publication string) (outbox.Shape, error) {
+func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.Columns, publication string) (Shape, error) {
 	shape, err := DescribeTable(ctx, conn, table, cols)
 	if err != nil {
 		return shape, err
@@ -203,7 +203,7 @@ func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.C
 
 // checkBookkeeping checks that the table has the bookkeeping columns, in types
 // walrelay can write, and says which `walrelay migrate` adds them.
-func checkBookkeeping(ctx context.Context, q Querier, shape outbox.Shape, publication string) error {
+func checkBookkeeping(ctx context.Context, q Querier, shape Shape, publication string) error {
 	rows, err := q.Query(ctx, `SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, shape.Ident())
 	if err != nil {
@@ -239,7 +239,7 @@ func checkBookkeeping(ctx context.Context, q Querier, shape outbox.Shape, public
 // MigrateCommand is the `walrelay migrate` command line that adopts the table of
 // shape for publication: its table and the column settings that differ from the
 // defaults (the database URL is the operator's).
-func MigrateCommand(shape outbox.Shape, publication string) string {
+func MigrateCommand(shape Shape, publication string) string {
 	cmd := "`walrelay migrate --table " + shape.Qualified()
 	def, cols := outbox.DefaultColumns(), shape.Columns
 	for _, c := range []struct{ flag, value, def string }{
@@ -271,9 +271,9 @@ type Querier interface {
 // id, payload and created_at columns, whether it is partitioned, and the columns of
 // its unique index on id. A missing column, an unsupported type or no such index is
 // a *SetupError saying what to change.
-func DescribeTable(ctx context.Context, q Querier, table string, cols outbox.Columns) (outbox.Shape, error) {
+func DescribeTable(ctx context.Context, q Querier, table string, cols outbox.Columns) (Shape, error) {
 	schema, name := SplitTable(table)
-	shape := outbox.Shape{Schema: schema, Name: name, Columns: cols}
+	shape := Shape{Schema: schema, Name: name, Columns: cols}
 	ident := shape.Ident()
 	var relkind *string
 	if err := q.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", ident).Scan(&relkind); err != nil &&
@@ -412,7 +412,7 @@ func uniqueKey(ctx context.Context, q Querier, ident, table string, cols outbox.
 // name: a partitioned table's changes are published as its root's only with
 // publish_via_partition_root, otherwise as its partitions', which the decoder would
 // take for other tables.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, shapes []outbox.Shape, publication string) error {
+func ensurePublication(ctx context.Context, conn *pgx.Conn, shapes []Shape, publication string) error {
 	pub := pgx.Identifier{publication}.Sanitize()
 	var allTables, inserts, viaRoot bool
 	err := conn.QueryRow(ctx, "SELECT puballtables, pubinsert, pubviaroot FROM pg_publication WHERE pubname = $1",
@@ -445,7 +445,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, shapes []outbox.Shap
 }
 
 // checkPublished checks that publication publishes shape's inserts under its name.
-func checkPublished(ctx context.Context, conn *pgx.Conn, shape outbox.Shape, publication string, allTables, viaRoot bool) error {
+func checkPublished(ctx context.Context, conn *pgx.Conn, shape Shape, publication string, allTables, viaRoot bool) error {
 	table, pub := shape.Qualified(), pgx.Identifier{publication}.Sanitize()
 	if shape.Partitioned && !viaRoot {
 		return setupErrorf("publication %s publishes partitioned table %s through its partitions, under their own "+

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/outbox"
 )
 
@@ -30,8 +31,8 @@ type Store struct {
 }
 
 // NewStore returns a store for the outbox table of the given shape (read with
-// catalog.DescribeTable; outbox.DefaultShape for walrelay's own table).
-func NewStore(pool *pgxpool.Pool, shape outbox.Shape, policy Policy) *Store {
+// catalog.DescribeTable; catalog.DefaultShape for walrelay's own table).
+func NewStore(pool *pgxpool.Pool, shape catalog.Shape, policy Policy) *Store {
 	s := &Store{pool: pool, table: shape.Ident(), qualified: shape.Qualified(), cols: columnsOf(shape), policy: policy,
 		rewrite: rewrittenColumns(shape)}
 	s.record = s.recordFailureSQL()

@@ -17,7 +17,6 @@ import (
 
 	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/sink/kafka"
@@ -80,7 +79,7 @@ func BenchmarkRetirement(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
+	store := poller.NewStore(pool, catalog.DefaultShape("outbox_events"), poller.DefaultPolicy())
 	b.ResetTimer()
 	before := testenv.CurrentLSN(b, conn)
 	n, err := store.DeletePublished(ctx, 7*24*time.Hour, 10000)

@@ -193,7 +193,7 @@ func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) erro
 // with a NULL id, its version as text (parseRowVersion; NULL for the others), and
 // with xmin each row's xmin. Both are cheap to carry through the sort, which is
 // most of the pass's time, and keep the plan parallel.
-func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon uint64, xmin bool) (query, count string, err error) {
+func catchUpQuery(ctx context.Context, tx pgx.Tx, shape catalog.Shape, horizon uint64, xmin bool) (query, count string, err error) {
 	ident := shape.Ident()
 	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)

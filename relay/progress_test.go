@@ -12,7 +12,6 @@ import (
 	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/ops"
-	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
 )
@@ -33,7 +32,7 @@ func retirePublished(t *testing.T, dbURL string, olderThan time.Duration, batch 
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	deleted, err := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy()).
+	deleted, err := poller.NewStore(pool, catalog.DefaultShape("outbox_events"), poller.DefaultPolicy()).
 		DeletePublished(ctx, olderThan, batch)
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ type Relay struct {
 	// tables are the outbox tables, their shapes read by checkTable at the start of
 	// Run; shape is the first one's.
 	tables []table
-	shape  outbox.Shape
+	shape  catalog.Shape
 	// stores keep the books of the tables, by name (table.name).
 	stores map[string]*poller.Store
 	pool   *pgxpool.Pool // opened by Run, on Config.booksURL
@@ -78,7 +78,7 @@ type Relay struct {
 // table is one outbox table the relay streams.
 type table struct {
 	TableConfig
-	shape outbox.Shape
+	shape catalog.Shape
 	name  string        // shape.Qualified(), which its events carry (outbox.Event.Table)
 	route *record.Route // TopicRegex, parsed; nil without one
 }
@@ -521,7 +521,7 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 				if err != nil {
 					break
 				}
-				var shape outbox.Shape
+				var shape catalog.Shape
 				shape, err = catalog.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns, r.cfg.Publication)
 				route, _ := tc.route() // checked by Validate
 				tables = append(tables, table{TableConfig: tc, shape: shape, name: shape.Qualified(), route: route})
