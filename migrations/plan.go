@@ -347,8 +347,7 @@ func pendingViewName(name string) string {
 func planPendingView(ctx context.Context, q pgx.Tx, p *plan, schema, view string) error {
 	qualified := ident(schema, view)
 	sql := "CREATE VIEW " + qualified + " AS\nSELECT *\nFROM " + p.table +
-		"\nWHERE NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at,\n" +
-		"    (SELECT walrelay_horizon(" + quote(p.table) + "::regclass)), (SELECT walrelay_next_xid()))"
+		"\nWHERE " + catalog.NotPublished(quote(p.table), "\n    ")
 	var kind, def string
 	err := q.QueryRow(ctx, `SELECT c.relkind::text, CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid, false) ELSE '' END
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

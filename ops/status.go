@@ -211,9 +211,8 @@ func ReadStatus(ctx context.Context, cfg relay.Config, limits StatusLimits) (*St
 			"(it waits for the broker and for the database before it streams)", cfg.Slot)
 	}
 
-	err = books.QueryRow(ctx, "SELECT replaced_at, coalesce(replaced_reason, '') FROM walrelay_slots WHERE slot_name = $1", cfg.Slot).
-		Scan(&st.SlotReplacedAt, &st.SlotReplacedReason)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	st.SlotReplacedAt, st.SlotReplacedReason, err = catalog.ReadReplaced(ctx, books, cfg.Slot)
+	if err != nil {
 		return nil, errorf("read walrelay_slots (run walrelay migrate?)", err)
 	}
 	if st.SlotReplacedAt != nil && time.Since(*st.SlotReplacedAt) < recentReplacement {
@@ -237,8 +236,7 @@ func ReadStatus(ctx context.Context, cfg relay.Config, limits StatusLimits) (*St
 		return nil, errorf("look up walrelay_progress", err)
 	}
 	if horizons {
-		var at *time.Time
-		err := books.QueryRow(ctx, "SELECT max(recorded_at) FROM walrelay_progress WHERE slot_name = $1", cfg.Slot).Scan(&at)
+		at, err := catalog.LastHorizonAt(ctx, books, cfg.Slot)
 		if err != nil {
 			return nil, errorf("read walrelay_progress", err)
 		}
@@ -312,8 +310,7 @@ func readTableStatus(ctx context.Context, conn *pgx.Conn, t relay.TableConfig, h
 	pending := "processed_at IS NULL"
 	args := []any{bound.Seconds()}
 	if horizons {
-		pending = "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, " +
-			"(SELECT walrelay_horizon($2::text::regclass)), (SELECT walrelay_next_xid()))"
+		pending = catalog.NotPublished("$2::text", " ")
 		args = append(args, shape.Ident())
 	}
 	var oldest *float64

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -210,7 +209,7 @@ func catchUpQuery(ctx context.Context, tx pgx.Tx, shape catalog.Shape, horizon u
 		where += " AND " + c + " IS NULL"
 	}
 	if horizon > 0 {
-		where += " AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) >= " + strconv.FormatUint(horizon, 10)
+		where += " AND " + catalog.NotBelow(horizon)
 	}
 	extra := ", CASE WHEN " + pgx.Identifier{shape.Columns.ID}.Sanitize() + " IS NULL THEN " +
 		"tableoid::text || ' ' || ctid::text || ' ' || xmin::text END"
