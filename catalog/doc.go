@@ -4,7 +4,11 @@
 // (walrelay_slots), the tables' claims (walrelay_table_slots), the published
 // horizons (walrelay_progress), the origin a position belongs to (system identifier,
 // database, slot incarnation, timeline), the confirmed-position record
-// (walrelay_confirmed).
+// (walrelay_confirmed), and the one builder of the "published" condition that the
+// pending view, walrelay status, retirement and catch-up passes share
+// (published.go). Outside tests, help texts and messages, every statement naming a
+// walrelay_* table or function is here or in package migrations
+// (TestWalrelaySQLOnlyInCatalogAndMigrations).
 //
 // Invariants it keeps (docs/design.md):
 //   - A published horizon has one owner and never moves back (invariant 10):
@@ -26,5 +30,5 @@
 //     compares the table's OID with the one walrelay_slots recorded.
 //
 // It does not open replication connections or stream (package replication), and
-// never imports it.
+// never imports it (TestCatalogImportsNoReplication).
 package catalog
