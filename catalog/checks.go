@@ -178,6 +178,18 @@ var Bookkeeping = []struct {
 	{"dead_lettered_at", "TIMESTAMPTZ", []string{"timestamp with time zone"}},
 }
 
+// HandOverColumns returns which of the columns that say a row is marked, handed over
+// or a dead letter (processed_at, dead_lettered_at, retry_after) the table ident
+// (quoted) has: a catch-up pass leaves out the rows that have one set.
+func HandOverColumns(ctx context.Context, q Querier, ident string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT attname FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // CheckTable checks that the outbox table exists with the columns the relay reads, in
 // types it supports, has a unique index on id and walrelay's bookkeeping columns; it
 // returns the table's shape, which every statement of the relay is built from. It

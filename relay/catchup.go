@@ -194,12 +194,7 @@ func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) erro
 // most of the pass's time, and keep the plan parallel.
 func catchUpQuery(ctx context.Context, tx pgx.Tx, shape catalog.Shape, horizon uint64, xmin bool) (query, count string, err error) {
 	ident := shape.Ident()
-	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
-	if err != nil {
-		return "", "", errorf("read bookkeeping columns", err)
-	}
-	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	cols, err := catalog.HandOverColumns(ctx, tx, ident)
 	if err != nil {
 		return "", "", errorf("read bookkeeping columns", err)
 	}
