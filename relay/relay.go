@@ -575,8 +575,8 @@ func (r *Relay) tableNames() []string {
 	return names
 }
 
-// replicationTables are the outbox tables as replication's checks take them.
-func (r *Relay) replicationTables() []catalog.Table {
+// catalogTables are the outbox tables as catalog's checks take them.
+func (r *Relay) catalogTables() []catalog.Table {
 	tables := make([]catalog.Table, len(r.tables))
 	for i, t := range r.tables {
 		tables[i] = catalog.Table{Name: t.Table, Columns: t.Columns}

@@ -44,7 +44,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		slots = conn
 	}
 
-	st, err := catalog.PreflightStandby(ctx, conn, slots, r.replicationTables(), r.cfg.Publication, r.cfg.Slot)
+	st, err := catalog.PreflightStandby(ctx, conn, slots, r.catalogTables(), r.cfg.Publication, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
