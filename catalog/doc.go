@@ -13,8 +13,12 @@
 // Invariants it keeps (docs/design.md):
 //   - A published horizon has one owner and never moves back (invariant 10):
 //     RecordPublished writes only for the slot's current incarnation, after its
-//     catch-up pass is done, for tables that incarnation claimed and covered, in
-//     this cluster and database, and never lower than the horizon recorded.
+//     catch-up pass is done, for tables the slot claims and a pass covered, in this
+//     cluster and database, and never lower than a horizon recorded there.
+//   - What "published" means is written once (invariant 10): NotPublished,
+//     BelowHorizon, NotBelow and OlderThanXids, over walrelay_published,
+//     walrelay_horizon and walrelay_full_xid (migrations 7 and 8); the pending view,
+//     walrelay status, retirement and catch-up passes take their conditions here.
 //   - One slot per table (invariant 10): ClaimTables refuses a table another slot
 //     streams, with a SetupError that says how to move it; MarkCovered records a
 //     pass only for the incarnation that ran it.
@@ -24,8 +28,8 @@
 //     leader's pass or move its position.
 //   - A position knows where it came from (invariant 8): an Origin names cluster,
 //     database, slot incarnation and timeline, and ReadConfirmed returns it with the
-//     LSN; a horizon recorded in another cluster or database is not read
-//     (ReadPublished, HorizonsElsewhere).
+//     LSN; ReadPublished reads only a horizon that speaks for this database
+//     (walrelay_recorded_here), and HorizonsElsewhere lists the others, for the log.
 //   - The outbox table the slot streams is the one it was (invariant 9): TableWatch
 //     compares the table's OID with the one walrelay_slots recorded.
 //
