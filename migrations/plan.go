@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/catalog"
 )
 
 // The outbox table is not versioned: its name and columns are the user's, and it may
@@ -194,7 +194,7 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 			}
 		}
 		var add []string
-		for _, b := range replication.Bookkeeping {
+		for _, b := range catalog.Bookkeeping {
 			c, ok := have[b.Name]
 			if !ok {
 				add = append(add, "ADD COLUMN "+ident(b.Name)+" "+b.DDL)
@@ -209,8 +209,8 @@ func planOutbox(ctx context.Context, q pgx.Tx, o Options) (*plan, error) {
 		if len(p.conflicts) == 0 {
 			// What `walrelay run` would refuse (a column type it cannot read, no unique
 			// index on id), refused before anything is changed.
-			var setup *replication.SetupError
-			if _, err := replication.DescribeTable(ctx, q, o.Table, cols); errors.As(err, &setup) {
+			var setup *catalog.SetupError
+			if _, err := catalog.DescribeTable(ctx, q, o.Table, cols); errors.As(err, &setup) {
 				p.conflicts = append(p.conflicts, Conflict{Problem: setup.Msg})
 			} else if err != nil {
 				return nil, err
@@ -347,8 +347,7 @@ func pendingViewName(name string) string {
 func planPendingView(ctx context.Context, q pgx.Tx, p *plan, schema, view string) error {
 	qualified := ident(schema, view)
 	sql := "CREATE VIEW " + qualified + " AS\nSELECT *\nFROM " + p.table +
-		"\nWHERE NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at,\n" +
-		"    (SELECT walrelay_horizon(" + quote(p.table) + "::regclass)), (SELECT walrelay_next_xid()))"
+		"\nWHERE " + catalog.NotPublished(quote(p.table), "\n    ")
 	var kind, def string
 	err := q.QueryRow(ctx, `SELECT c.relkind::text, CASE WHEN c.relkind = 'v' THEN pg_get_viewdef(c.oid, false) ELSE '' END
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

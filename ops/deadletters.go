@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // DeadLetters are the dead letters of a relay's outbox tables, listed, retried and
@@ -35,7 +35,7 @@ type TableDeadLetter struct {
 func OpenDeadLetters(ctx context.Context, pool *pgxpool.Pool, cfg relay.Config) (*DeadLetters, error) {
 	d := &DeadLetters{}
 	for _, t := range cfg.OutboxTables() {
-		shape, err := replication.DescribeTable(ctx, pool, t.Table, t.Columns)
+		shape, err := catalog.DescribeTable(ctx, pool, t.Table, t.Columns)
 		if err != nil {
 			return nil, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
@@ -167,7 +168,7 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg relay.Co
 	}
 	var tables []replayTable
 	for _, tc := range cfg.OutboxTables() {
-		shape, err := replication.DescribeTable(ctx, pool, tc.Table, tc.Columns)
+		shape, err := catalog.DescribeTable(ctx, pool, tc.Table, tc.Columns)
 		if err != nil {
 			return p.finish(err)
 		}
@@ -228,7 +229,7 @@ func tableRoute(t relay.TableConfig) (*record.Route, error) {
 
 // replayTable is one outbox table's part of a replay.
 type replayTable struct {
-	shape outbox.Shape
+	shape catalog.Shape
 	topic string
 	route *record.Route // TopicRegex, parsed; nil without one
 	where string
@@ -484,7 +485,7 @@ func (p *replayRun) finish(err error) (ReplayProgress, error) {
 
 // replayKey is the keyset a replay reads a table in: creation time (as the stream
 // reads it), then id as text; id alone without a creation-time column.
-func replayKey(s outbox.Shape) string {
+func replayKey(s catalog.Shape) string {
 	id := pgx.Identifier{s.Columns.ID}.Sanitize() + "::text"
 	if s.Columns.CreatedAt == "" {
 		return id
@@ -494,7 +495,7 @@ func replayKey(s outbox.Shape) string {
 
 // replayCreatedAt reads the creation time as a timestamptz; a timestamp without
 // time zone is taken as UTC, as everywhere else.
-func replayCreatedAt(s outbox.Shape) string {
+func replayCreatedAt(s catalog.Shape) string {
 	col := pgx.Identifier{s.Columns.CreatedAt}.Sanitize()
 	if s.CreatedAtType == "timestamp" {
 		return "(" + col + " AT TIME ZONE 'UTC')"
@@ -504,7 +505,7 @@ func replayCreatedAt(s outbox.Shape) string {
 
 // replayWhere is the filter as a WHERE clause on the table's columns, with its
 // arguments. Rows with a NULL id or creation time are left out: they are no events.
-func replayWhere(s outbox.Shape, f ReplayFilter) (string, []any) {
+func replayWhere(s catalog.Shape, f ReplayFilter) (string, []any) {
 	conds := []string{pgx.Identifier{s.Columns.ID}.Sanitize() + " IS NOT NULL"}
 	var args []any
 	add := func(expr string, v any) {

@@ -8,10 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/dbconn"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // Status is what `walrelay status` reports about a relay's slot and tables: whether
@@ -218,9 +218,8 @@ func ReadStatus(ctx context.Context, cfg relay.Config, limits StatusLimits) (*St
 			"(it waits for the broker and for the database before it streams)", cfg.Slot)
 	}
 
-	err = books.QueryRow(ctx, "SELECT replaced_at, coalesce(replaced_reason, '') FROM walrelay_slots WHERE slot_name = $1", cfg.Slot).
-		Scan(&st.SlotReplacedAt, &st.SlotReplacedReason)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	st.SlotReplacedAt, st.SlotReplacedReason, err = catalog.ReadReplaced(ctx, books, cfg.Slot)
+	if err != nil {
 		return nil, errorf("read walrelay_slots (run walrelay migrate?)", err)
 	}
 	if st.SlotReplacedAt != nil && time.Since(*st.SlotReplacedAt) < recentReplacement {
@@ -239,13 +238,12 @@ func ReadStatus(ctx context.Context, cfg relay.Config, limits StatusLimits) (*St
 	// Where the database keeps published horizons (migration 7), a row is pending
 	// when it is not published by the derived rule (docs/design.md invariant 10),
 	// which reads every row not marked: a scan of the table's unmarked rows.
-	horizons, err := replication.HasHorizons(ctx, books)
+	horizons, err := catalog.HasHorizons(ctx, books)
 	if err != nil {
 		return nil, errorf("look up walrelay_progress", err)
 	}
 	if horizons {
-		var at *time.Time
-		err := books.QueryRow(ctx, "SELECT max(recorded_at) FROM walrelay_progress WHERE slot_name = $1", cfg.Slot).Scan(&at)
+		at, err := catalog.LastHorizonAt(ctx, books, cfg.Slot)
 		if err != nil {
 			return nil, errorf("read walrelay_progress", err)
 		}
@@ -301,7 +299,7 @@ func (st *Status) checkPending(cfg relay.Config, bound time.Duration, oldestTabl
 // readTableStatus counts one outbox table's pending rows and dead letters; with
 // horizons, rows the published horizon covers are not pending.
 func readTableStatus(ctx context.Context, conn *pgx.Conn, t relay.TableConfig, horizons bool, bound time.Duration) (TableStatus, error) {
-	shape, err := replication.DescribeTable(ctx, conn, t.Table, t.Columns)
+	shape, err := catalog.DescribeTable(ctx, conn, t.Table, t.Columns)
 	if err != nil {
 		return TableStatus{}, errorf("read outbox table "+t.Table, err)
 	}
@@ -319,8 +317,7 @@ func readTableStatus(ctx context.Context, conn *pgx.Conn, t relay.TableConfig, h
 	pending := "processed_at IS NULL"
 	args := []any{bound.Seconds()}
 	if horizons {
-		pending = "NOT walrelay_published(xmin, processed_at, retry_after, dead_lettered_at, " +
-			"(SELECT walrelay_horizon($2::text::regclass)), (SELECT walrelay_next_xid()))"
+		pending = catalog.NotPublished("$2::text", " ")
 		args = append(args, shape.Ident())
 	}
 	var oldest *float64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -181,7 +182,7 @@ func runBookkeeper(t *testing.T, dbURL string) *poller.Bookkeeper {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
+	store := poller.NewStore(pool, catalog.DefaultShape("outbox_events"), poller.DefaultPolicy())
 	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	done := make(chan struct{})
 	go func() { _ = bk.Run(ctx); close(done) }()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -61,7 +62,7 @@ func benchPoll(b *testing.B, mode poller.OnPublish, fillfactor int) {
 	}
 	defer pool.Close()
 	p := poller.New(pool, ackingSink{}, poller.Config{
-		Shape: outbox.DefaultShape("outbox_events"), PollOnly: true, OnPublish: mode,
+		Shape: catalog.DefaultShape("outbox_events"), PollOnly: true, OnPublish: mode,
 		Policy: poller.DefaultPolicy(), BatchSize: 500, Interval: time.Second,
 		PublishTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -32,7 +33,7 @@ func TestTableWithoutEventType(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	shape := outbox.Shape{Schema: "public", Name: "outbox", IDType: "uuid", PayloadType: "jsonb", Key: []string{"id"},
+	shape := catalog.Shape{Schema: "public", Name: "outbox", IDType: "uuid", PayloadType: "jsonb", Key: []string{"id"},
 		Columns: outbox.Columns{ID: "id", AggregateType: "aggregatetype", AggregateID: "aggregateid", Payload: "payload"}}
 	store := poller.NewStore(pool, shape, poller.Policy{MaxAttempts: 3, BackoffMin: time.Second, BackoffMax: time.Minute})
 	failed := &outbox.Event{ID: "6f1c6a2e-3c6b-4f0e-9a53-0c4b1b7e2a10", AggregateType: "order", AggregateID: "1", Payload: []byte(`{"n": 1}`)}

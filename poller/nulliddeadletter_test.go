@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -56,7 +57,7 @@ func TestNullIDDeadLetterNotFoundThroughAnotherRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := poller.NewStore(pool, outbox.DefaultShape("nid"), poller.DefaultPolicy())
+	store := poller.NewStore(pool, catalog.DefaultShape("nid"), poller.DefaultPolicy())
 	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	var flushes atomic.Int64
 	bk.OnFlush = func(time.Duration) { flushes.Add(1) }
@@ -161,7 +162,7 @@ func TestNullIDDeadLetterOfASubtransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := poller.NewStore(pool, outbox.DefaultShape("nid"), poller.DefaultPolicy())
+	store := poller.NewStore(pool, catalog.DefaultShape("nid"), poller.DefaultPolicy())
 	bk := poller.NewBookkeeper(store, poller.Mark, 10*time.Millisecond, slog.New(slog.DiscardHandler))
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/sink"
@@ -24,8 +25,8 @@ const NotifyChannel = "outbox_event"
 
 // Config of a poller.
 type Config struct {
-	// Shape is the outbox table's (replication.DescribeTable).
-	Shape outbox.Shape
+	// Shape is the outbox table's (catalog.DescribeTable).
+	Shape catalog.Shape
 	// TopicTemplate, when set, is the table's own topic template, which its events
 	// carry (outbox.Event.TopicTemplate). Table, when set, names the table on its
 	// events (outbox.Event.Table), for a relay that streams several.
@@ -130,7 +131,7 @@ func (p *Poller) Wake() { wakeAll(p.wakes) }
 // planner may turn NOT EXISTS into a hash anti join that reads every pending row,
 // which it does for batches of a few hundred and more (hundreds of milliseconds per
 // poll at 200,000 pending rows); the probe is one index look-up per candidate.
-func selectQuery(shape outbox.Shape, pollOnly bool) string {
+func selectQuery(shape catalog.Shape, pollOnly bool) string {
 	c := columnsOf(shape)
 	table := shape.Ident()
 	due := func(alias string) string {

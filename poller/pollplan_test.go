@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 )
 
@@ -29,7 +29,7 @@ func TestPollOnlyLargeBatchProbesEarlierRows(t *testing.T) {
 	if _, err := conn.Exec(ctx, "VACUUM ANALYZE outbox_events"); err != nil {
 		t.Fatal(err)
 	}
-	query := poller.SelectQuery(outbox.DefaultShape("outbox_events"), true)
+	query := poller.SelectQuery(catalog.DefaultShape("outbox_events"), true)
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestPollOnlyWaitsForOlderTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	query := poller.SelectQuery(outbox.DefaultShape("outbox_events"), true)
+	query := poller.SelectQuery(catalog.DefaultShape("outbox_events"), true)
 	due := func() []string {
 		tx, err := poll.Begin(ctx)
 		if err != nil {

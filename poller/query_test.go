@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 )
 
@@ -34,7 +34,7 @@ func TestStreamModePollReadsOnlyHandedOverRows(t *testing.T) {
 	if _, err := conn.Exec(ctx, "ANALYZE outbox_events"); err != nil {
 		t.Fatal(err)
 	}
-	query := poller.SelectQuery(outbox.DefaultShape("outbox_events"), false)
+	query := poller.SelectQuery(catalog.DefaultShape("outbox_events"), false)
 
 	rows, err := conn.Query(ctx, "EXPLAIN "+query, 100)
 	if err != nil {
@@ -77,7 +77,7 @@ func TestPublishedReportsFoundRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
+	store := poller.NewStore(pool, catalog.DefaultShape("outbox_events"), poller.DefaultPolicy())
 	missing := "00000000-0000-4000-8000-000000000000"
 
 	all, err := store.Published(ctx, pool, poller.Mark, ids[:2])

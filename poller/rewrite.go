@@ -1,6 +1,10 @@
 package poller
 
-import "github.com/walrelay/walrelay/outbox"
+import (
+	"github.com/walrelay/walrelay/outbox"
+
+	"github.com/walrelay/walrelay/catalog"
+)
 
 // An event whose row is gone (the application deleted it, --on-publish none) or
 // never existed (a table-less event) gets a row when the poller takes it over. That
@@ -18,7 +22,7 @@ type rewritten struct {
 // columns) in the order of Columns.Placed. A column the row writes anyway (a core
 // column also placed as a header, as in Debezium's type:header:eventType) or of
 // unknown type is left out, and so is a column placed twice after its first place.
-func rewrittenColumns(shape outbox.Shape) []rewritten {
+func rewrittenColumns(shape catalog.Shape) []rewritten {
 	c := shape.Columns
 	written := map[string]bool{c.ID: true, c.AggregateType: true, c.AggregateID: true, c.EventType: true, c.Payload: true}
 	if c.CreatedAt != "" {

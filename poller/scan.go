@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/outbox"
 )
 
@@ -28,7 +29,7 @@ type column struct {
 // required column, a created_at that is not a finite timestamp) comes back with
 // unpublishable set to the reason (ErrNullID for a NULL id); err is for failures to
 // read at all. A NULL payload is an event with NullPayload set.
-func ScanEvent(row pgx.Row, shape outbox.Shape, extra ...any) (ev outbox.Event, unpublishable error, err error) {
+func ScanEvent(row pgx.Row, shape catalog.Shape, extra ...any) (ev outbox.Event, unpublishable error, err error) {
 	cols := shape.Columns
 	// id, aggregate type, aggregate id, event type, the placed columns: the payload
 	// and created_at are read apart.
@@ -164,7 +165,7 @@ func scanText(row pgx.Row, n int, texts []column, payload *[]byte, created *pgty
 
 // placedHeaders are the header columns' headers, NULL ones marked Null, then the trace
 // context's; nil when there are none.
-func placedHeaders(shape outbox.Shape, values []column, trace *column) []outbox.Header {
+func placedHeaders(shape catalog.Shape, values []column, trace *column) []outbox.Header {
 	var hs []outbox.Header
 	for i, v := range values {
 		h := shape.Columns.Headers[i]

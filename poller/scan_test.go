@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -22,7 +23,7 @@ func TestScanEventReadsRawColumnsAsScanDoes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := testenv.Connect(t, testenv.Database(t))
-	shape := outbox.DefaultShape("outbox_events")
+	shape := catalog.DefaultShape("outbox_events")
 	shape.Columns.Headers = []outbox.HeaderColumn{{Column: "tenant"}, {Column: "region", Header: "r"}}
 	shape.Columns.Partition = "part"
 	shape.Columns.Trace = "traceparent"

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/catalog"
 )
 
 // ident quotes one column name.
@@ -17,10 +17,10 @@ type columns struct {
 	id, aggType, aggID, eventType, payload, createdAt string // quoted; eventType and createdAt "" when the table has none
 	// placed are the header, partition and trace columns (outbox.Columns.Placed), quoted.
 	placed []string
-	shape  outbox.Shape
+	shape  catalog.Shape
 }
 
-func columnsOf(s outbox.Shape) columns {
+func columnsOf(s catalog.Shape) columns {
 	c := columns{id: ident(s.Columns.ID), aggType: ident(s.Columns.AggregateType), aggID: ident(s.Columns.AggregateID),
 		payload: ident(s.Columns.Payload), shape: s}
 	if s.Columns.EventType != "" {
@@ -88,10 +88,10 @@ func (c columns) selectList(prefix string) string {
 }
 
 // EventColumns is the select list ScanEvent reads, in order, for the table's shape.
-func EventColumns(s outbox.Shape) string { return columnsOf(s).selectList("") }
+func EventColumns(s catalog.Shape) string { return columnsOf(s).selectList("") }
 
 // OrderBy is the order pending rows are published in (see columns.order).
-func OrderBy(s outbox.Shape) string { return columnsOf(s).order("") }
+func OrderBy(s catalog.Shape) string { return columnsOf(s).order("") }
 
 // idArray is ids as one PostgreSQL array literal for a $1::<id type>[] parameter:
 // much cheaper for pgx to send than a []string. pgx sends it in text format and the

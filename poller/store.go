@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/outbox"
 )
 
@@ -30,8 +30,8 @@ type Store struct {
 }
 
 // NewStore returns a store for the outbox table of the given shape (read with
-// replication.DescribeTable; outbox.DefaultShape for walrelay's own table).
-func NewStore(pool *pgxpool.Pool, shape outbox.Shape, policy Policy) *Store {
+// catalog.DescribeTable; catalog.DefaultShape for walrelay's own table).
+func NewStore(pool *pgxpool.Pool, shape catalog.Shape, policy Policy) *Store {
 	s := &Store{pool: pool, table: shape.Ident(), qualified: shape.Qualified(), cols: columnsOf(shape), policy: policy,
 		rewrite: rewrittenColumns(shape)}
 	s.record = s.recordFailureSQL()
@@ -463,12 +463,12 @@ func (s *Store) DeletePublished(ctx context.Context, olderThan time.Duration, ba
 		cutoff = "((" + cutoff + ") AT TIME ZONE 'UTC')"
 	}
 	const plain = "processed_at IS NULL AND retry_after IS NULL AND dead_lettered_at IS NULL"
-	const published = "walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) < coalesce((SELECT walrelay_horizon($1::text::regclass)), 0)"
+	published := catalog.BelowHorizon("$1::text")
 	byTime := "DELETE FROM " + s.table + " WHERE " + c.id + " IN (SELECT " + c.id + " FROM " + s.table +
 		" WHERE " + c.createdAt + " < " + cutoff + " AND " + plain + " AND " + published + " LIMIT $2)"
 	byAge := "DELETE FROM " + s.table + " WHERE " + c.id + " IN (SELECT " + c.id + " FROM (SELECT " + c.id + ", xmin FROM " +
 		s.table + " WHERE " + plain + " ORDER BY " + c.createdAt + " LIMIT $2) oldest WHERE " + published +
-		" AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) < (SELECT walrelay_next_xid()) - " + strconv.Itoa(retireAge) + ")"
+		" AND " + catalog.OlderThanXids(retireAge) + ")"
 	var total int64
 	retire := func(sql string, args ...any) error {
 		for {

@@ -15,11 +15,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
 
@@ -50,11 +49,11 @@ func BenchmarkConfirmedRecord(b *testing.B) {
 		Scan(&created); err != nil {
 		b.Fatal(err)
 	}
-	here := replication.Origin{System: "1", Database: "bench", Slot: "bench_record", SlotCreated: created, Timeline: 1}
+	here := catalog.Origin{System: "1", Database: "bench", Slot: "bench_record", SlotCreated: created, Timeline: 1}
 	b.ResetTimer()
 	before := testenv.CurrentLSN(b, conn)
 	for i := range b.N {
-		if ok, err := replication.RecordConfirmed(ctx, conn, here, before+pglogrepl.LSN(i+1)); err != nil || !ok {
+		if ok, err := catalog.RecordConfirmed(ctx, conn, here, before+pglogrepl.LSN(i+1)); err != nil || !ok {
 			b.Fatalf("record %d: written %v, %v", i, ok, err)
 		}
 	}
@@ -80,7 +79,7 @@ func BenchmarkRetirement(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pool.Close()
-	store := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy())
+	store := poller.NewStore(pool, catalog.DefaultShape("outbox_events"), poller.DefaultPolicy())
 	b.ResetTimer()
 	before := testenv.CurrentLSN(b, conn)
 	n, err := store.DeletePublished(ctx, 7*24*time.Hour, 10000)

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
@@ -82,7 +82,7 @@ func (r *Relay) catchUp(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk *
 // Rows below the published horizon the slot recorded in this database were published
 // by it (docs/design.md invariant 10) and are left out.
 func (r *Relay) catchUpTable(ctx context.Context, tx pgx.Tx, t *table, pub *publisher, wm *replication.Watermark, n *int) error {
-	horizon, err := replication.ReadPublished(ctx, tx, r.cfg.Slot, t.name)
+	horizon, err := catalog.ReadPublished(ctx, tx, r.cfg.Slot, t.name)
 	if err != nil {
 		return err
 	}
@@ -192,14 +192,9 @@ func (r *Relay) waitForRoom(ctx context.Context, wm *replication.Watermark) erro
 // with a NULL id, its version as text (parseRowVersion; NULL for the others), and
 // with xmin each row's xmin. Both are cheap to carry through the sort, which is
 // most of the pass's time, and keep the plan parallel.
-func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon uint64, xmin bool) (query, count string, err error) {
+func catchUpQuery(ctx context.Context, tx pgx.Tx, shape catalog.Shape, horizon uint64, xmin bool) (query, count string, err error) {
 	ident := shape.Ident()
-	rows, err := tx.Query(ctx, `SELECT attname FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
-	if err != nil {
-		return "", "", errorf("read bookkeeping columns", err)
-	}
-	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	cols, err := catalog.HandOverColumns(ctx, tx, ident)
 	if err != nil {
 		return "", "", errorf("read bookkeeping columns", err)
 	}
@@ -209,7 +204,7 @@ func catchUpQuery(ctx context.Context, tx pgx.Tx, shape outbox.Shape, horizon ui
 		where += " AND " + c + " IS NULL"
 	}
 	if horizon > 0 {
-		where += " AND walrelay_full_xid(xmin, (SELECT walrelay_next_xid())) >= " + strconv.FormatUint(horizon, 10)
+		where += " AND " + catalog.NotBelow(horizon)
 	}
 	extra := ", CASE WHEN " + pgx.Identifier{shape.Columns.ID}.Sanitize() + " IS NULL THEN " +
 		"tableoid::text || ' ' || ctid::text || ' ' || xmin::text END"

@@ -13,11 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/ops"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // addBookkeeping is what an existing outbox table needs to be relayed: the columns
@@ -361,7 +361,7 @@ func TestUnsupportedColumnTypeIsReported(t *testing.T) {
 			slot := fmt.Sprintf("unsupported_%d", i)
 			rn := start(t, dbURL, testenv.Kafka(t), slot, func(c *config) { c.Table, c.Publication = "ev", "own" })
 			err := runErr(t, rn)
-			var setupErr *replication.SetupError
+			var setupErr *catalog.SetupError
 			if !errors.As(err, &setupErr) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run returned %v, want a setup error containing %q", err, tc.want)
 			}
@@ -405,7 +405,7 @@ func TestPartitionedOutbox(t *testing.T) {
 	tweak := func(c *config) { c.Table, c.Publication = "pev", "own" }
 	err := runErr(t, start(t, dbURL, broker, "parted", fastRetries, tweak))
 	const fix = `ALTER PUBLICATION "own" SET (publish_via_partition_root = true)`
-	var setupErr *replication.SetupError
+	var setupErr *catalog.SetupError
 	if !errors.As(err, &setupErr) || !strings.Contains(err.Error(), fix) {
 		t.Fatalf("Run returned %v, want a setup error containing %q", err, fix)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/catalog"
 )
 
 // confirmedRecord keeps the relay's own record of what a session confirmed
@@ -21,7 +21,7 @@ import (
 // confirmations since the last record passed events: an idle relay writes nothing.
 type confirmedRecord struct {
 	pool   *pgxpool.Pool
-	origin replication.Origin // of the session's LSNs
+	origin catalog.Origin // of the session's LSNs
 	every  time.Duration
 	moved  chan struct{} // a pending wake: events were confirmed
 	log    *slog.Logger
@@ -111,7 +111,7 @@ func (c *confirmedRecord) record(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
-	if _, err := replication.RecordConfirmed(ctx, c.pool, c.origin, lsn); err != nil {
+	if _, err := catalog.RecordConfirmed(ctx, c.pool, c.origin, lsn); err != nil {
 		return err
 	}
 	c.log.Debug("recorded the confirmed position", "lsn", lsn.String(), "took", time.Since(began))
@@ -121,7 +121,7 @@ func (c *confirmedRecord) record(ctx context.Context) error {
 
 // newConfirmedRecord is the record of a session streaming the slot from origin; nil
 // for exactly-once delivery, whose position in Kafka already skips what was produced.
-func (r *Relay) newConfirmedRecord(origin replication.Origin) *confirmedRecord {
+func (r *Relay) newConfirmedRecord(origin catalog.Origin) *confirmedRecord {
 	if r.cfg.Delivery == ExactlyOnce {
 		return nil
 	}

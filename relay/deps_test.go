@@ -59,7 +59,7 @@ func TestLibrariesLinkNoTracingSDK(t *testing.T) {
 // tokens and reads the AWS environment is the walrelay binary's.
 func TestLibrariesLinkNoCloudSDK(t *testing.T) {
 	t.Parallel()
-	for _, pkg := range []string{"relay", "replication", "poller", "migrations", "sink/kafka"} {
+	for _, pkg := range []string{"relay", "replication", "catalog", "poller", "migrations", "sink/kafka"} {
 		out, err := exec.Command("go", "list", "-deps", "github.com/walrelay/walrelay/"+pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)

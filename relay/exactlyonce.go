@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/drain"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
@@ -345,10 +346,10 @@ func (r *Relay) openExactlyOnce(ctx context.Context, rc *replication.Conn, slotC
 // history and was counted by this configuration's decoding. A position from
 // elsewhere is ignored, loudly: trusting it would skip events never produced;
 // ignoring it repeats, at worst, what the slot had not confirmed.
-func (r *Relay) checkPosition(ctx context.Context, rc *replication.Conn, pos sink.Position, origin replication.Origin,
+func (r *Relay) checkPosition(ctx context.Context, rc *replication.Conn, pos sink.Position, origin catalog.Origin,
 	serverPos pglogrepl.LSN) (sink.Position, error) {
 	storedOrigin, decoding := splitPositionOrigin(pos.Origin)
-	stored, err := replication.ParseOrigin(storedOrigin)
+	stored, err := catalog.ParseOrigin(storedOrigin)
 	why := "an origin walrelay cannot read"
 	if err == nil {
 		var same bool
@@ -388,7 +389,7 @@ func (r *Relay) decoding() string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func positionOrigin(o replication.Origin, decoding string) string {
+func positionOrigin(o catalog.Origin, decoding string) string {
 	return o.String() + decodingField + decoding
 }
 

@@ -6,16 +6,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // BenchmarkStatusIntervalWork is what the stream does once per status interval
 // while events flow, beside the standby status update itself: the table check that
-// must pass before a confirmation (replication.TableWatches.Check, on the books
+// must pass before a confirmation (catalog.TableWatches.Check, on the books
 // connection) and, with --on-publish progress, taking a published-horizon candidate
-// (replication.TakeHorizon, on the pool). It reports the CPU the relay's process
+// (catalog.TakeHorizon, on the pool). It reports the CPU the relay's process
 // spends per call (relay-CPU-µs/op), which is what docs/performance.md ("Moderate
 // rates: the relay's per-transaction work") divides by the events of an interval;
 // ns/op is the round trip to PostgreSQL.
@@ -23,7 +23,7 @@ func BenchmarkStatusIntervalWork(b *testing.B) {
 	ctx := context.Background()
 	dbURL := testenv.MigratedDatabase(b)
 	conn := testenv.Connect(b, dbURL)
-	watch, err := replication.WatchTables(ctx, conn, []string{"outbox_events"}, "walrelay", "bench_interval")
+	watch, err := catalog.WatchTables(ctx, conn, []string{"outbox_events"}, "walrelay", "bench_interval")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func BenchmarkStatusIntervalWork(b *testing.B) {
 		call func() error
 	}{
 		{"table-check", func() error { return watch.Check(ctx, conn) }},
-		{"take-horizon", func() error { _, err := replication.TakeHorizon(ctx, pool); return err }},
+		{"take-horizon", func() error { _, err := catalog.TakeHorizon(ctx, pool); return err }},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			if err := tc.call(); err != nil { // statements prepared, connections open

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 )
 
@@ -83,7 +83,7 @@ func TestCleanupKeepsUnprocessedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	deleted, err := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy()).DeleteProcessed(ctx, 7*24*time.Hour, 1000)
+	deleted, err := poller.NewStore(pool, catalog.DefaultShape("outbox_events"), poller.DefaultPolicy()).DeleteProcessed(ctx, 7*24*time.Hour, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/internal/dbconn"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // A --database-url that names several servers (a primary and its standby, say)
@@ -271,7 +271,7 @@ func (r *Relay) decodeOn(probes []serverProbe, i int) error {
 		}
 	}
 	if p.inRecovery && p.major < StandbyDecodingMajor {
-		return &replication.SetupError{Msg: fmt.Sprintf("server %s of --database-url is a hot standby on PostgreSQL %d, "+
+		return &catalog.SetupError{Msg: fmt.Sprintf("server %s of --database-url is a hot standby on PostgreSQL %d, "+
 			"which cannot decode during recovery (logical decoding on a standby needs PostgreSQL %d or later): ask for "+
 			"the primary (target_session_attrs=read-write), or upgrade the standby", p.server, p.major, StandbyDecodingMajor)}
 	}

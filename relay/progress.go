@@ -10,13 +10,13 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/catalog"
 )
 
 // progress records the published horizon of --on-publish progress while one stream
 // runs (docs/design.md invariant 10): every status interval in which the stream
 // confirmed more, and at least every takeAtLeast, it takes a candidate
-// (replication.TakeHorizon, a read), and every progress interval, and once more when
+// (catalog.TakeHorizon, a read), and every progress interval, and once more when
 // the stream stops, it records the newest candidate whose LSN the stream has
 // confirmed. Nothing is written per row, and nothing at all while the
 // horizon does not move, nor while it would move past no transaction the stream
@@ -28,13 +28,13 @@ type progress struct {
 	tables      []string
 	sample      time.Duration // how often a candidate is taken
 	every       time.Duration // how often one is recorded
-	onRecord    func(replication.Published)
+	onRecord    func(catalog.Published)
 	moved       chan struct{} // a pending wake: the confirmed LSN moved
 
 	mu struct {
 		sync.Mutex
 		confirmed  pglogrepl.LSN
-		candidates []replication.Published // oldest first
+		candidates []catalog.Published // oldest first
 	}
 	recorded   uint64    // the xid last recorded; written by the Run goroutine only
 	by         uint64    // the xid of the transaction that recorded it (Run goroutine only)
@@ -129,7 +129,7 @@ func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
 		if time.Since(lastRecord) >= p.every {
 			err, lastRecord = p.record(ctx), time.Now()
 		}
-		if errors.Is(err, replication.ErrNotSlotOwner) {
+		if errors.Is(err, catalog.ErrNotSlotOwner) {
 			// err says why: another instance created the slot again, or its row is gone.
 			log("not recording the published horizon: the slot's incarnation is no longer this relay's", "slot", p.slot, "err", err)
 			return
@@ -147,7 +147,7 @@ func (p *progress) Run(ctx context.Context, log func(msg string, args ...any)) {
 		// confirmation as the last one (no transaction ends without WAL, which the
 		// stream confirms as it follows the server): an idle relay takes few.
 		if at := p.confirmedNow(); at != takenAt || time.Since(lastTake) >= takeAtLeast {
-			if c, err := replication.TakeHorizon(ctx, p.pool); err == nil {
+			if c, err := catalog.TakeHorizon(ctx, p.pool); err == nil {
 				p.add(c)
 				takenAt, lastTake = at, time.Now()
 			} else if ctx.Err() == nil {
@@ -182,7 +182,7 @@ func (p *progress) waiting() bool {
 const takeAtLeast = 10 * time.Second
 
 // add keeps a candidate, thinning the list when it is full.
-func (p *progress) add(c replication.Published) {
+func (p *progress) add(c catalog.Published) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := len(p.mu.candidates); n > 0 && p.mu.candidates[n-1].XID == c.XID {
@@ -201,7 +201,7 @@ func (p *progress) add(c replication.Published) {
 }
 
 // covered removes and returns the newest candidate the confirmed LSN covers.
-func (p *progress) covered() (replication.Published, bool) {
+func (p *progress) covered() (catalog.Published, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := 0
@@ -209,7 +209,7 @@ func (p *progress) covered() (replication.Published, bool) {
 		i++
 	}
 	if i == 0 {
-		return replication.Published{}, false
+		return catalog.Published{}, false
 	}
 	c := p.mu.candidates[i-1]
 	p.mu.candidates = append(p.mu.candidates[:0], p.mu.candidates[i:]...)
@@ -222,7 +222,7 @@ func (p *progress) record(ctx context.Context) error {
 	if !ok || c.XID <= p.recorded || p.onlyOwn(c) || p.coversNoNewRows() {
 		return nil
 	}
-	by, err := replication.RecordPublishedBy(ctx, p.pool, p.slot, p.incarnation, c, p.tables)
+	by, err := catalog.RecordPublishedBy(ctx, p.pool, p.slot, p.incarnation, c, p.tables)
 	if err != nil {
 		return err
 	}
@@ -238,7 +238,7 @@ func (p *progress) record(ctx context.Context) error {
 // only one below c. Recording it would say nothing about outbox rows and write a row
 // whose WAL, once confirmed, brings the next such candidate: an idle relay would
 // write a horizon every progress interval, for ever.
-func (p *progress) onlyOwn(c replication.Published) bool {
+func (p *progress) onlyOwn(c catalog.Published) bool {
 	return p.by != 0 && p.by == p.recorded && c.XID == p.by+1
 }
 
@@ -247,5 +247,5 @@ func (p *progress) onlyOwn(c replication.Published) bool {
 func (r *Relay) newProgress(created time.Time) *progress {
 	return &progress{pool: r.pool, slot: r.cfg.Slot, incarnation: created, tables: r.tableNames(),
 		sample: r.cfg.StatusInterval, every: r.cfg.ProgressInterval, moved: make(chan struct{}, 1),
-		onRecord: func(c replication.Published) { r.metrics.horizonRecorded.SetToCurrentTime() }}
+		onRecord: func(c catalog.Published) { r.metrics.horizonRecorded.SetToCurrentTime() }}
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/replication"
+	"github.com/walrelay/walrelay/catalog"
 )
 
 // A horizon that moved only past the transaction that recorded the last one is not
@@ -25,7 +25,7 @@ func TestProgressSkipsOnlyItsOwnTransaction(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := &progress{recorded: c.recorded, by: c.by}
-			if got := p.onlyOwn(replication.Published{XID: c.next}); got != c.skip {
+			if got := p.onlyOwn(catalog.Published{XID: c.next}); got != c.skip {
 				t.Errorf("onlyOwn(recorded %d by %d, candidate %d) = %v, want %v", c.recorded, c.by, c.next, got, c.skip)
 			}
 		})

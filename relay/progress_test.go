@@ -9,12 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/ops"
-	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // unpublished is the condition of a row of table not yet published, in any
@@ -33,7 +32,7 @@ func retirePublished(t *testing.T, dbURL string, olderThan time.Duration, batch 
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	deleted, err := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy()).
+	deleted, err := poller.NewStore(pool, catalog.DefaultShape("outbox_events"), poller.DefaultPolicy()).
 		DeletePublished(ctx, olderThan, batch)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +186,7 @@ func TestRetirementDeletesOnlyPublishedRows(t *testing.T) {
 	// running in parallel, whose open transactions hold the snapshot's xmin back.
 	awaitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := replication.AwaitOlderTransactions(awaitCtx, conn, func(left int) { t.Logf("waiting for %d older transactions", left) }); err != nil {
+	if err := catalog.AwaitOlderTransactions(awaitCtx, conn, func(left int) { t.Logf("waiting for %d older transactions", left) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO walrelay_slots (slot_name, catchup_done_at) VALUES ('retire', now())`); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/internal/redact"
@@ -52,7 +53,7 @@ type Relay struct {
 	// tables are the outbox tables, their shapes read by checkTable at the start of
 	// Run; shape is the first one's.
 	tables []table
-	shape  outbox.Shape
+	shape  catalog.Shape
 	// stores keep the books of the tables, by name (table.name).
 	stores map[string]*poller.Store
 	pool   *pgxpool.Pool // opened by Run, on Config.booksURL
@@ -77,7 +78,7 @@ type Relay struct {
 // table is one outbox table the relay streams.
 type table struct {
 	TableConfig
-	shape outbox.Shape
+	shape catalog.Shape
 	name  string        // shape.Qualified(), which its events carry (outbox.Event.Table)
 	route *record.Route // TopicRegex, parsed; nil without one
 }
@@ -138,7 +139,7 @@ func New(cfg Config) (*Relay, error) {
 // Run relays until ctx ends, reconnecting with capped backoff after failures that
 // retrying can fix (server restarts, terminated walsenders, network errors, a slot
 // held by another process). It returns nil after a graceful stop, and an error when
-// the setup is wrong (see replication.SetupError) or the broker client cannot be built.
+// the setup is wrong (see catalog.SetupError) or the broker client cannot be built.
 func (r *Relay) Run(ctx context.Context) error {
 	snk := r.cfg.Sink
 	if r.cfg.Mode == ModeStream {
@@ -481,7 +482,7 @@ func (r *Relay) waitForBroker(ctx context.Context, snk sink.Sink) error {
 
 // permanent reports errors that reconnecting cannot fix.
 func permanent(err error) bool {
-	var setupErr *replication.SetupError
+	var setupErr *catalog.SetupError
 	var schemaErr *decoder.SchemaError
 	if errors.As(err, &setupErr) || errors.As(err, &schemaErr) {
 		return true
@@ -516,15 +517,15 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 		conn, err := pool.Acquire(ctx)
 		if err == nil {
 			if r.cfg.Mode == ModeStream {
-				err = replication.CheckServer(ctx, conn.Conn())
+				err = catalog.CheckServer(ctx, conn.Conn())
 			}
 			var tables []table
 			for _, tc := range r.cfg.OutboxTables() {
 				if err != nil {
 					break
 				}
-				var shape outbox.Shape
-				shape, err = replication.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns, r.cfg.Publication)
+				var shape catalog.Shape
+				shape, err = catalog.CheckTable(ctx, conn.Conn(), tc.Table, tc.Columns, r.cfg.Publication)
 				route, _ := tc.route() // checked by Validate
 				tables = append(tables, table{TableConfig: tc, shape: shape, name: shape.Qualified(), route: route})
 			}
@@ -550,19 +551,19 @@ func (r *Relay) checkTable(ctx context.Context, pool *pgxpool.Pool) error {
 // claims its tables in, and the poller's due test widens xids with; and the record of
 // the confirmed position that sessions resume from (migration 9).
 func checkSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	ok, err := replication.HasHorizons(ctx, pool)
+	ok, err := catalog.HasHorizons(ctx, pool)
 	if err != nil {
 		return errorf("look up walrelay_progress", err)
 	}
 	if !ok {
-		return &replication.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
+		return &catalog.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
 			"walrelay_progress or walrelay_table_slots, migrations 7 and 8): run walrelay migrate"}
 	}
-	if ok, err = replication.HasConfirmedRecord(ctx, pool); err != nil {
+	if ok, err = catalog.HasConfirmedRecord(ctx, pool); err != nil {
 		return errorf("look up walrelay_confirmed", err)
 	}
 	if !ok {
-		return &replication.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
+		return &catalog.SetupError{Msg: "the database's walrelay schema is older than this walrelay (it lacks " +
 			"walrelay_confirmed, migration 9): run walrelay migrate"}
 	}
 	return nil
@@ -577,11 +578,11 @@ func (r *Relay) tableNames() []string {
 	return names
 }
 
-// replicationTables are the outbox tables as replication's checks take them.
-func (r *Relay) replicationTables() []replication.Table {
-	tables := make([]replication.Table, len(r.tables))
+// catalogTables are the outbox tables as catalog's checks take them.
+func (r *Relay) catalogTables() []catalog.Table {
+	tables := make([]catalog.Table, len(r.tables))
 	for i, t := range r.tables {
-		tables[i] = replication.Table{Name: t.Table, Columns: t.Columns}
+		tables[i] = catalog.Table{Name: t.Table, Columns: t.Columns}
 	}
 	return tables
 }

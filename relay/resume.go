@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/replication"
 )
 
@@ -19,12 +20,12 @@ import (
 // is the primary, whose WAL the standby replays, so the LSNs are the same; a record
 // the standby has not replayed up to yet is waited for by the server, which streams
 // nothing before it.
-func (r *Relay) resumeFrom(ctx context.Context, books *pgx.Conn, rc *replication.Conn, here replication.Origin,
+func (r *Relay) resumeFrom(ctx context.Context, books *pgx.Conn, rc *replication.Conn, here catalog.Origin,
 	serverAt, slotAt pglogrepl.LSN) (pglogrepl.LSN, error) {
 	if r.cfg.Delivery == ExactlyOnce {
 		return slotAt, nil
 	}
-	stored, lsn, ok, err := replication.ReadConfirmed(ctx, books, r.cfg.Slot)
+	stored, lsn, ok, err := catalog.ReadConfirmed(ctx, books, r.cfg.Slot)
 	if err != nil || !ok || lsn <= slotAt {
 		return slotAt, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/migrations"
 	"github.com/walrelay/walrelay/outbox"
@@ -122,7 +123,7 @@ func TestPoisonEventBecomesDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	n, err := poller.NewStore(pool, outbox.DefaultShape("outbox_events"), poller.DefaultPolicy()).RetryDeadLetters(ctx, nil, true)
+	n, err := poller.NewStore(pool, catalog.DefaultShape("outbox_events"), poller.DefaultPolicy()).RetryDeadLetters(ctx, nil, true)
 	if err != nil || n != 1 {
 		t.Fatalf("dlq retry: %d rows, %v", n, err)
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // exited waits for Run to return and gives its error; false when it still runs.
@@ -36,7 +36,7 @@ func TestSecondSlotOnATableIsRefused(t *testing.T) {
 	}
 	second := start(t, dbURL, broker, "second_b")
 	err, ok := second.exited(30 * time.Second)
-	var setupErr *replication.SetupError
+	var setupErr *catalog.SetupError
 	if !ok || !errors.As(err, &setupErr) {
 		t.Fatalf("a relay on a second slot of the table: Run returned %v (returned: %v), want a setup error", err, ok)
 	}

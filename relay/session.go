@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/decoder"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
@@ -43,12 +44,12 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		slots = conn
 	}
 
-	st, err := replication.PreflightStandby(ctx, conn, slots, r.replicationTables(), r.cfg.Publication, r.cfg.Slot)
+	st, err := catalog.PreflightStandby(ctx, conn, slots, r.catalogTables(), r.cfg.Publication, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
 	// Before anything is created: a table another slot streams is refused.
-	claim, err := replication.ClaimTables(ctx, conn, r.cfg.Slot, r.tableNames())
+	claim, err := catalog.ClaimTables(ctx, conn, r.cfg.Slot, r.tableNames())
 	if err != nil {
 		return err
 	}
@@ -81,7 +82,7 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		names[i] = t.Table
 		decTables[i] = decoder.Table{Schema: t.shape.Schema, Name: t.shape.Name, Columns: t.Columns}
 	}
-	watch, err := replication.WatchTables(ctx, conn, names, r.cfg.Publication, r.cfg.Slot)
+	watch, err := catalog.WatchTables(ctx, conn, names, r.cfg.Publication, r.cfg.Slot)
 	if err != nil {
 		return err
 	}

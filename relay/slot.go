@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
@@ -21,7 +22,7 @@ import (
 // (docs/design.md invariant 9). The tables of claim that no pass has covered get a
 // pass of their own before streaming.
 func (r *Relay) prepareSlot(ctx context.Context, conn, slots *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper,
-	st replication.SlotState, claim replication.Claim) (pglogrepl.LSN, time.Time, error) {
+	st catalog.SlotState, claim catalog.Claim) (pglogrepl.LSN, time.Time, error) {
 	here, _, err := rc.Identify(ctx, r.cfg.Slot, st.Created)
 	if err != nil {
 		return 0, time.Time{}, err
@@ -36,20 +37,20 @@ func (r *Relay) prepareSlot(ctx context.Context, conn, slots *pgx.Conn, rc *repl
 			return 0, time.Time{}, err
 		}
 		start, created, err = r.createSlot(ctx, conn, slots, rc, snk, bk)
-	case !st.Exists && st.CatchupState == replication.CatchupDone:
+	case !st.Exists && st.CatchupState == catalog.CatchupDone:
 		r.slotReplaced(ctx, conn, missingSlotReason(st.StreamedOn, here))
 		start, created, err = r.createSlot(ctx, conn, slots, rc, snk, bk)
 	case !st.Exists:
 		start, created, err = r.createSlot(ctx, conn, slots, rc, snk, bk)
-	case st.CatchupState == replication.CatchupPending:
+	case st.CatchupState == catalog.CatchupPending:
 		// The slot stays: table-less events committed past its confirmed position
 		// are in no row, and a slot created again would start after them.
 		r.log.Warn("the slot's catch-up pass did not finish last time; repeating it beside the slot", "slot", r.cfg.Slot)
 		err = r.passBeside(ctx, conn, snk, bk, start, r.tableNames(), "catch-up pass", func() error {
-			return replication.MarkCatchupDone(ctx, conn, r.cfg.Slot, created, r.tableNames())
+			return catalog.MarkCatchupDone(ctx, conn, r.cfg.Slot, created, r.tableNames())
 		})
-	case st.CatchupState == replication.CatchupUnknown:
-		if created, err = replication.AdoptSlot(ctx, conn, r.cfg.Slot, r.tableNames()); err == nil {
+	case st.CatchupState == catalog.CatchupUnknown:
+		if created, err = catalog.AdoptSlot(ctx, conn, r.cfg.Slot, r.tableNames()); err == nil {
 			r.log.Info("adopted a replication slot walrelay did not create (Debezium's, or one made by hand): it is "+
 				"walrelay's from now on, and the transactions before its confirmed position count as published by its "+
 				"creator", "slot", r.cfg.Slot, "confirmed_lsn", st.Confirmed.String())
@@ -64,7 +65,7 @@ func (r *Relay) prepareSlot(ctx context.Context, conn, slots *pgx.Conn, rc *repl
 	if err != nil {
 		return 0, time.Time{}, err
 	}
-	if err := replication.RecordStreamed(ctx, conn, here); err != nil {
+	if err := catalog.RecordStreamed(ctx, conn, here); err != nil {
 		return 0, time.Time{}, err
 	}
 	return start, created, nil
@@ -80,7 +81,7 @@ func (r *Relay) joinPass(ctx context.Context, conn *pgx.Conn, snk sink.Sink, bk 
 	r.log.Info("outbox tables joined the slot's list: publishing the rows they hold before streaming", "slot", r.cfg.Slot,
 		"tables", names)
 	return r.passBeside(ctx, conn, snk, bk, start, names, "join pass", func() error {
-		return replication.MarkCovered(ctx, conn, r.cfg.Slot, created, names)
+		return catalog.MarkCovered(ctx, conn, r.cfg.Slot, created, names)
 	})
 }
 
@@ -99,7 +100,7 @@ func (r *Relay) passBeside(ctx context.Context, conn *pgx.Conn, snk sink.Sink, b
 			}
 		}
 	}
-	if err := replication.AwaitOlderTransactions(ctx, conn, func(waiting int) {
+	if err := catalog.AwaitOlderTransactions(ctx, conn, func(waiting int) {
 		r.log.Info("waiting for transactions older than the pass to end", "slot", r.cfg.Slot, "transactions", waiting)
 	}); err != nil {
 		return errorf(what, err)
@@ -120,7 +121,7 @@ func (r *Relay) passBeside(ctx context.Context, conn *pgx.Conn, snk sink.Sink, b
 // warnHorizonsElsewhere says, once per session, that the slot's published horizons
 // recorded in another cluster or database are ignored.
 func (r *Relay) warnHorizonsElsewhere(ctx context.Context, conn *pgx.Conn) {
-	elsewhere, err := replication.HorizonsElsewhere(ctx, conn, r.cfg.Slot)
+	elsewhere, err := catalog.HorizonsElsewhere(ctx, conn, r.cfg.Slot)
 	if err != nil {
 		r.log.Warn("could not read the slot's published horizons", "slot", r.cfg.Slot, "err", err)
 		return
@@ -135,7 +136,7 @@ func (r *Relay) warnHorizonsElsewhere(ctx context.Context, conn *pgx.Conn) {
 
 // missingSlotReason tells why a slot walrelay streamed before is gone, from where it
 // last streamed it and where it is now.
-func missingSlotReason(before replication.Streamed, here replication.Origin) string {
+func missingSlotReason(before catalog.Streamed, here catalog.Origin) string {
 	switch {
 	case before.System == "":
 		return "the slot disappeared (dropped by someone or something)"
@@ -172,7 +173,7 @@ func (r *Relay) slotReplaced(ctx context.Context, conn *pgx.Conn, why string) {
 			"failover slots (PostgreSQL 17+) or --on-publish mark avoid it"
 	}
 	r.log.Error(msg, "slot", r.cfg.Slot, "why", why)
-	if err := replication.RecordReplaced(ctx, conn, r.cfg.Slot, why); err != nil {
+	if err := catalog.RecordReplaced(ctx, conn, r.cfg.Slot, why); err != nil {
 		r.log.Warn("could not record the slot's replacement for walrelay status", "err", err)
 	}
 }
@@ -182,7 +183,7 @@ func (r *Relay) slotReplaced(ctx context.Context, conn *pgx.Conn, why string) {
 func (r *Relay) tablesWithoutHorizon(ctx context.Context, conn *pgx.Conn) []string {
 	var without []string
 	for _, t := range r.tables {
-		if xid, err := replication.ReadPublished(ctx, conn, r.cfg.Slot, t.name); err == nil && xid == 0 {
+		if xid, err := catalog.ReadPublished(ctx, conn, r.cfg.Slot, t.name); err == nil && xid == 0 {
 			without = append(without, t.name)
 		}
 	}
@@ -191,7 +192,7 @@ func (r *Relay) tablesWithoutHorizon(ctx context.Context, conn *pgx.Conn) []stri
 
 // checkFailover warns about what would lose the slot, or events, at a failover on a
 // server that has failover slots.
-func (r *Relay) checkFailover(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, st replication.SlotState) {
+func (r *Relay) checkFailover(ctx context.Context, conn *pgx.Conn, rc *replication.Conn, st catalog.SlotState) {
 	if !r.cfg.SlotFailover || rc.ServerMajor() < replication.FailoverSlots || r.onStandby {
 		return
 	}
@@ -216,7 +217,7 @@ func (r *Relay) checkFailover(ctx context.Context, conn *pgx.Conn, rc *replicati
 // recorded as pending first and as done last, so a crash in between makes the next
 // session repeat the pass, beside the slot when it exists (duplicates, never a loss).
 func (r *Relay) createSlot(ctx context.Context, conn, slots *pgx.Conn, rc *replication.Conn, snk sink.Sink, bk *poller.Bookkeeper) (pglogrepl.LSN, time.Time, error) {
-	incarnation, err := replication.RecordSlot(ctx, conn, r.cfg.Slot)
+	incarnation, err := catalog.RecordSlot(ctx, conn, r.cfg.Slot)
 	if err != nil {
 		return 0, time.Time{}, err
 	}
@@ -242,7 +243,7 @@ func (r *Relay) createSlot(ctx context.Context, conn, slots *pgx.Conn, rc *repli
 	if err != nil {
 		return 0, time.Time{}, errorf("catch-up pass", err)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, r.cfg.Slot, incarnation, r.tableNames()); err != nil {
+	if err := catalog.MarkCatchupDone(ctx, conn, r.cfg.Slot, incarnation, r.tableNames()); err != nil {
 		return 0, time.Time{}, err
 	}
 	r.log.Info("catch-up pass done", "slot", r.cfg.Slot, "events", n, "took", time.Since(started).Round(time.Millisecond).String())

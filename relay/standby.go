@@ -7,9 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/backoff"
 	"github.com/walrelay/walrelay/internal/dbconn"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // StandbyDecodingMajor is the first major version that decodes on a hot standby.
@@ -72,11 +72,11 @@ func (r *Relay) readStandby(ctx context.Context, conn *pgx.Conn) error {
 		r.cfg.PrimaryURL = ""
 	case !inRecovery:
 	case major < StandbyDecodingMajor:
-		return &replication.SetupError{Msg: fmt.Sprintf("--database-url is a hot standby on PostgreSQL %d, which cannot "+
+		return &catalog.SetupError{Msg: fmt.Sprintf("--database-url is a hot standby on PostgreSQL %d, which cannot "+
 			"decode during recovery (logical decoding on a standby needs PostgreSQL %d or later): point --database-url at "+
 			"the primary, or upgrade the standby", major, StandbyDecodingMajor)}
 	case r.cfg.PrimaryURL == "":
-		return &replication.SetupError{Msg: "--database-url is a hot standby, where walrelay can stream but not write its " +
+		return &catalog.SetupError{Msg: "--database-url is a hot standby, where walrelay can stream but not write its " +
 			"bookkeeping: set --primary-url (WALRELAY_PRIMARY_URL) to the primary's URL, give --database-url the primary's " +
 			"host too (host1,host2: walrelay writes to the read-write one), or point --database-url at the primary"}
 	default:
@@ -156,12 +156,12 @@ func (r *Relay) checkStillStandby(ctx context.Context, slots *pgx.Conn) error {
 // promotedError says that the standby the slot is on was promoted, and what to do.
 func (r *Relay) promotedError() error {
 	if len(r.servers) > 1 {
-		return &replication.SetupError{Msg: "the standby of --database-url the slot is on was promoted: its slot goes on, " +
+		return &catalog.SetupError{Msg: "the standby of --database-url the slot is on was promoted: its slot goes on, " +
 			"but walrelay's bookkeeping must now be kept there; start walrelay again, without --primary-url if it is set " +
 			"(it then decodes where the slot is, and keeps its bookkeeping on the server of --database-url that takes " +
 			"writes)"}
 	}
-	return &replication.SetupError{Msg: "the standby (--database-url) was promoted: its slot goes on, but walrelay's " +
+	return &catalog.SetupError{Msg: "the standby (--database-url) was promoted: its slot goes on, but walrelay's " +
 		"bookkeeping must now be kept there, not on --primary-url; start walrelay again (it then keeps everything on " +
 		"--database-url) and remove --primary-url"}
 }

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // The outbox table renamed away and a new one created under its name while the relay
@@ -42,7 +42,7 @@ func TestOutboxTableReplacedUnderTheStream(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the relay went on streaming after its outbox table was replaced")
 	}
-	var setupErr *replication.SetupError
+	var setupErr *catalog.SetupError
 	if !errors.As(err, &setupErr) || !strings.Contains(err.Error(), "was replaced") {
 		t.Fatalf("Run returned %v, want a setup error saying the table was replaced", err)
 	}
@@ -94,7 +94,7 @@ func TestSecondOutboxTableReplaced(t *testing.T) {
 	swap()
 	again := start(t, dbURL, broker, "swapped_b", twoTables)
 	err := runErr(t, again)
-	var setupErr *replication.SetupError
+	var setupErr *catalog.SetupError
 	if !errors.As(err, &setupErr) || !strings.Contains(err.Error(), "tenant_b.outbox was replaced") {
 		t.Fatalf("restart after the swap: Run returned %v, want a setup error saying tenant_b.outbox was replaced", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/decoder"
-	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/replication"
 )
@@ -31,7 +31,7 @@ func BenchmarkTransaction(b *testing.B) {
 	}
 	r.metrics = m
 	r.cfg.OnPublish = poller.Progress
-	shape := outbox.DefaultShape("outbox_events")
+	shape := catalog.DefaultShape("outbox_events")
 	tables := []table{{TableConfig: TableConfig{Table: "outbox_events", TopicTemplate: "outbox.{aggregate_type}"},
 		shape: shape, name: shape.Qualified()}}
 	dec := decoder.NewTables([]decoder.Table{{Schema: shape.Schema, Name: shape.Name, Columns: shape.Columns}})

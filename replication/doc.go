@@ -1,7 +1,9 @@
-// Package replication owns the logical replication connection: preflight checks, the
-// publication, the pgoutput slot and its exported snapshot, START_REPLICATION,
-// keepalives and standby status updates, and the watermark that decides which LSN
-// may be confirmed.
+// Package replication owns the logical replication connection: START_REPLICATION,
+// IDENTIFY_SYSTEM and the timeline history, the slot's creation over the
+// replication protocol and its exported snapshot, keepalives and standby status
+// updates, and the watermark that decides which LSN may be confirmed. What walrelay
+// reads and records in PostgreSQL beside the stream (preflight checks, slot
+// incarnations, claims, horizons, the confirmed-position record) is package catalog's.
 //
 // Guarantees:
 //   - The flush LSN sent to PostgreSQL never passes the end of a transaction that has

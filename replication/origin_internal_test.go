@@ -7,51 +7,31 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-)
 
-func TestOriginRoundTrip(t *testing.T) {
-	for _, o := range []Origin{
-		{System: "7312345678901234567", Database: "orders db", Slot: "walrelay", Timeline: 3,
-			SlotCreated: time.Date(2026, 12, 1, 7, 0, 0, 123456000, time.UTC)},
-		{System: "1", Database: `we"ird`, Slot: "s", Timeline: 1},
-	} {
-		got, err := ParseOrigin(o.String())
-		if err != nil {
-			t.Fatalf("ParseOrigin(%q): %v", o.String(), err)
-		}
-		if got.System != o.System || got.Database != o.Database || got.Slot != o.Slot || got.Timeline != o.Timeline ||
-			!got.SlotCreated.Equal(o.SlotCreated) {
-			t.Errorf("round trip of %+v gave %+v", o, got)
-		}
-	}
-	for _, bad := range []string{"", "0/1234", "system=1 database=x"} {
-		if _, err := ParseOrigin(bad); err == nil {
-			t.Errorf("ParseOrigin(%q) accepted it", bad)
-		}
-	}
-}
+	"github.com/walrelay/walrelay/catalog"
+)
 
 // Continues without a timeline change needs no server: each difference alone makes
 // a position foreign.
 func TestContinuesOnOneTimeline(t *testing.T) {
 	created := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
-	here := Origin{System: "100", Database: "app", Slot: "walrelay", SlotCreated: created, Timeline: 2}
+	here := catalog.Origin{System: "100", Database: "app", Slot: "walrelay", SlotCreated: created, Timeline: 2}
 	const server = pglogrepl.LSN(0x5000000)
 	cases := []struct {
 		name   string
-		stored func(*Origin)
+		stored func(*catalog.Origin)
 		lsn    pglogrepl.LSN
 		ok     bool
 		why    string
 	}{
-		{"same", func(*Origin) {}, server - 1, true, ""},
-		{"at the server position", func(*Origin) {}, server, true, ""},
-		{"another cluster", func(o *Origin) { o.System = "200" }, 0x100, false, "another database cluster"},
-		{"another database", func(o *Origin) { o.Database = "other" }, 0x100, false, "another database or slot"},
-		{"earlier slot", func(o *Origin) { o.SlotCreated = created.Add(-time.Hour) }, 0x100, false, "earlier incarnation"},
-		{"slot not created by walrelay", func(o *Origin) { o.SlotCreated = time.Time{} }, 0x100, false, "earlier incarnation"},
-		{"beyond the server", func(*Origin) {}, server + 1, false, "restored from an older copy"},
-		{"later timeline", func(o *Origin) { o.Timeline = 3 }, 0x100, false, "a later timeline"},
+		{"same", func(*catalog.Origin) {}, server - 1, true, ""},
+		{"at the server position", func(*catalog.Origin) {}, server, true, ""},
+		{"another cluster", func(o *catalog.Origin) { o.System = "200" }, 0x100, false, "another database cluster"},
+		{"another database", func(o *catalog.Origin) { o.Database = "other" }, 0x100, false, "another database or slot"},
+		{"earlier slot", func(o *catalog.Origin) { o.SlotCreated = created.Add(-time.Hour) }, 0x100, false, "earlier incarnation"},
+		{"slot not created by walrelay", func(o *catalog.Origin) { o.SlotCreated = time.Time{} }, 0x100, false, "earlier incarnation"},
+		{"beyond the server", func(*catalog.Origin) {}, server + 1, false, "restored from an older copy"},
+		{"later timeline", func(o *catalog.Origin) { o.Timeline = 3 }, 0x100, false, "a later timeline"},
 	}
 	c := &Conn{}
 	for _, tc := range cases {

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/walrelay/walrelay/catalog"
 )
 
 // Handler consumes the stream. HandleWAL gets each pgoutput message in stream order;
@@ -68,8 +70,8 @@ func (c *Conn) Stream(ctx context.Context, cfg StreamConfig, wm *Watermark, h Ha
 	args := []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", cfg.Publication)}
 	if cfg.Messages {
 		if major := c.ServerMajor(); major < MessagesMajor {
-			return setupErrorf("PostgreSQL %d cannot stream logical messages (PostgreSQL %d and later can); "+
-				"upgrade, or turn the table-less outbox off (--messages-prefix '')", major, MessagesMajor)
+			return &catalog.SetupError{Msg: fmt.Sprintf("PostgreSQL %d cannot stream logical messages (PostgreSQL %d and later can); "+
+				"upgrade, or turn the table-less outbox off (--messages-prefix '')", major, MessagesMajor)}
 		}
 		args = append(args, "messages 'true'")
 	}

@@ -1,4 +1,4 @@
-package replication
+package catalog
 
 import (
 	"context"
@@ -248,4 +248,23 @@ func ReadPublished(ctx context.Context, q execer, slot, table string) (uint64, e
 		return 0, nil
 	}
 	return uint64(*xid), nil
+}
+
+// ReadReplaced returns when walrelay last found the slot lost or missing and created
+// it again, and why (nil: never, or walrelay_slots has no row for the slot).
+func ReadReplaced(ctx context.Context, q Querier, slot string) (at *time.Time, reason string, err error) {
+	err = q.QueryRow(ctx, "SELECT replaced_at, coalesce(replaced_reason, '') FROM walrelay_slots WHERE slot_name = $1", slot).
+		Scan(&at, &reason)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", nil
+	}
+	return at, reason, err
+}
+
+// LastHorizonAt returns when a published horizon of the slot was last recorded (nil:
+// never).
+func LastHorizonAt(ctx context.Context, q Querier, slot string) (*time.Time, error) {
+	var at *time.Time
+	err := q.QueryRow(ctx, "SELECT max(recorded_at) FROM walrelay_progress WHERE slot_name = $1", slot).Scan(&at)
+	return at, err
 }

@@ -1,4 +1,4 @@
-package replication_test
+package catalog_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // The published horizon is written only by the owner of the slot's current
@@ -22,33 +22,33 @@ func TestPublishedHorizonOwnerAndMonotonic(t *testing.T) {
 	tables := []string{"public.outbox_events"}
 	read := func() uint64 {
 		t.Helper()
-		xid, err := replication.ReadPublished(ctx, conn, "horizon", "public.outbox_events")
+		xid, err := catalog.ReadPublished(ctx, conn, "horizon", "public.outbox_events")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return xid
 	}
 
-	if _, err := replication.ClaimTables(ctx, conn, "horizon", tables); err != nil {
+	if _, err := catalog.ClaimTables(ctx, conn, "horizon", tables); err != nil {
 		t.Fatal(err)
 	}
-	deposed, err := replication.RecordSlot(ctx, conn, "horizon")
+	deposed, err := catalog.RecordSlot(ctx, conn, "horizon")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := replication.RecordPublished(ctx, conn, "horizon", deposed, replication.Published{XID: 100, LSN: 1}, tables); !errors.Is(err, replication.ErrNotSlotOwner) {
+	if err := catalog.RecordPublished(ctx, conn, "horizon", deposed, catalog.Published{XID: 100, LSN: 1}, tables); !errors.Is(err, catalog.ErrNotSlotOwner) {
 		t.Fatalf("recording before the catch-up pass is done: err = %v, want ErrNotSlotOwner", err)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, "horizon", deposed, tables); err != nil {
+	if err := catalog.MarkCatchupDone(ctx, conn, "horizon", deposed, tables); err != nil {
 		t.Fatal(err)
 	}
-	if err := replication.RecordPublished(ctx, conn, "horizon", deposed, replication.Published{XID: 100, LSN: 1}, tables); err != nil {
+	if err := catalog.RecordPublished(ctx, conn, "horizon", deposed, catalog.Published{XID: 100, LSN: 1}, tables); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); got != 100 {
 		t.Fatalf("horizon %d, want 100", got)
 	}
-	if err := replication.RecordPublished(ctx, conn, "horizon", deposed, replication.Published{XID: 50, LSN: 2}, tables); err != nil {
+	if err := catalog.RecordPublished(ctx, conn, "horizon", deposed, catalog.Published{XID: 50, LSN: 2}, tables); err != nil {
 		t.Fatalf("an older candidate is not an error: %v", err)
 	}
 	if got := read(); got != 100 {
@@ -57,20 +57,20 @@ func TestPublishedHorizonOwnerAndMonotonic(t *testing.T) {
 
 	// Another instance creates the slot again: the old horizon stays for its
 	// catch-up pass, and the deposed leader can no longer write.
-	current, err := replication.RecordSlot(ctx, conn, "horizon")
+	current, err := catalog.RecordSlot(ctx, conn, "horizon")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := replication.RecordPublished(ctx, conn, "horizon", deposed, replication.Published{XID: 200, LSN: 3}, tables); !errors.Is(err, replication.ErrNotSlotOwner) {
+	if err := catalog.RecordPublished(ctx, conn, "horizon", deposed, catalog.Published{XID: 200, LSN: 3}, tables); !errors.Is(err, catalog.ErrNotSlotOwner) {
 		t.Fatalf("deposed leader recording: err = %v, want ErrNotSlotOwner", err)
 	}
 	if got := read(); got != 100 {
 		t.Fatalf("horizon %d after the deposed leader tried, want 100 (the lost incarnation's)", got)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, "horizon", current, tables); err != nil {
+	if err := catalog.MarkCatchupDone(ctx, conn, "horizon", current, tables); err != nil {
 		t.Fatal(err)
 	}
-	if err := replication.RecordPublished(ctx, conn, "horizon", current, replication.Published{XID: 300, LSN: 4}, tables); err != nil {
+	if err := catalog.RecordPublished(ctx, conn, "horizon", current, catalog.Published{XID: 300, LSN: 4}, tables); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); got != 300 {
@@ -110,7 +110,7 @@ func TestHorizonExcludesOpenSubtransactions(t *testing.T) {
 		VALUES ('order', 'later', 'created', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	c, err := replication.TakeHorizon(ctx, conn)
+	c, err := catalog.TakeHorizon(ctx, conn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package replication_test
+package catalog_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/replication"
 )
 
 // A takeover during a catch-up pass: the new leader records the slot again; the
@@ -19,18 +19,18 @@ func TestDeposedLeaderCannotFinishNewCatchup(t *testing.T) {
 	defer cancel()
 	conn := testenv.Connect(t, testenv.MigratedDatabase(t))
 
-	deposed, err := replication.RecordSlot(ctx, conn, "takeover")
+	deposed, err := catalog.RecordSlot(ctx, conn, "takeover")
 	if err != nil {
 		t.Fatal(err)
 	}
-	current, err := replication.RecordSlot(ctx, conn, "takeover")
+	current, err := catalog.RecordSlot(ctx, conn, "takeover")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !current.After(deposed) {
 		t.Fatalf("second creation %v not after the first %v", current, deposed)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, "takeover", deposed, nil); !errors.Is(err, replication.ErrSlotRecreated) {
+	if err := catalog.MarkCatchupDone(ctx, conn, "takeover", deposed, nil); !errors.Is(err, catalog.ErrSlotRecreated) {
 		t.Fatalf("deposed leader marking done: err = %v, want ErrSlotRecreated", err)
 	}
 	var done *time.Time
@@ -40,7 +40,7 @@ func TestDeposedLeaderCannotFinishNewCatchup(t *testing.T) {
 	if done != nil {
 		t.Fatalf("the new leader's pass was marked done by the deposed leader at %v", done)
 	}
-	if err := replication.MarkCatchupDone(ctx, conn, "takeover", current, nil); err != nil {
+	if err := catalog.MarkCatchupDone(ctx, conn, "takeover", current, nil); err != nil {
 		t.Fatalf("current leader marking done: %v", err)
 	}
 	if err := conn.QueryRow(ctx, "SELECT catchup_done_at FROM walrelay_slots WHERE slot_name = 'takeover'").Scan(&done); err != nil {

@@ -1,4 +1,4 @@
-package replication
+package catalog
 
 import (
 	"context"
@@ -123,7 +123,7 @@ func PreflightStandby(ctx context.Context, conn, slots *pgx.Conn, tables []Table
 			return SlotState{}, fmt.Errorf("on the standby: %w", err)
 		}
 	}
-	shapes := make([]outbox.Shape, 0, len(tables))
+	shapes := make([]Shape, 0, len(tables))
 	for _, t := range tables {
 		shape, err := CheckTable(ctx, conn, t.Name, t.Columns, publication)
 		if err != nil {
@@ -185,11 +185,23 @@ var Bookkeeping = []struct {
 	{"dead_lettered_at", "TIMESTAMPTZ", []string{"timestamp with time zone"}},
 }
 
+// HandOverColumns returns which of the columns that say a row is marked, handed over
+// or a dead letter (processed_at, dead_lettered_at, retry_after) the table ident
+// (quoted) has: a catch-up pass leaves out the rows that have one set.
+func HandOverColumns(ctx context.Context, q Querier, ident string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT attname FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attname IN ('processed_at', 'dead_lettered_at', 'retry_after')`, ident)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // CheckTable checks that the outbox table exists with the columns the relay reads, in
 // types it supports, has a unique index on id and walrelay's bookkeeping columns; it
 // returns the table's shape, which every statement of the relay is built from. It
 // creates nothing: a table walrelay cannot serve is refused before any slot exists.
-func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.Columns, publication string) (outbox.Shape, error) {
+func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.Columns, publication string) (Shape, error) {
 	shape, err := DescribeTable(ctx, conn, table, cols)
 	if err != nil {
 		return shape, err
@@ -210,7 +222,7 @@ func CheckTable(ctx context.Context, conn *pgx.Conn, table string, cols outbox.C
 
 // checkBookkeeping checks that the table has the bookkeeping columns, in types
 // walrelay can write, and says which `walrelay migrate` adds them.
-func checkBookkeeping(ctx context.Context, q Querier, shape outbox.Shape, publication string) error {
+func checkBookkeeping(ctx context.Context, q Querier, shape Shape, publication string) error {
 	rows, err := q.Query(ctx, `SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, shape.Ident())
 	if err != nil {
@@ -246,7 +258,7 @@ func checkBookkeeping(ctx context.Context, q Querier, shape outbox.Shape, public
 // MigrateCommand is the `walrelay migrate` command line that adopts the table of
 // shape for publication: its table and the column settings that differ from the
 // defaults (the database URL is the operator's).
-func MigrateCommand(shape outbox.Shape, publication string) string {
+func MigrateCommand(shape Shape, publication string) string {
 	cmd := "`walrelay migrate --table " + shape.Qualified()
 	def, cols := outbox.DefaultColumns(), shape.Columns
 	for _, c := range []struct{ flag, value, def string }{
@@ -278,9 +290,9 @@ type Querier interface {
 // id, payload and created_at columns, whether it is partitioned, and the columns of
 // its unique index on id. A missing column, an unsupported type or no such index is
 // a *SetupError saying what to change.
-func DescribeTable(ctx context.Context, q Querier, table string, cols outbox.Columns) (outbox.Shape, error) {
+func DescribeTable(ctx context.Context, q Querier, table string, cols outbox.Columns) (Shape, error) {
 	schema, name := SplitTable(table)
-	shape := outbox.Shape{Schema: schema, Name: name, Columns: cols}
+	shape := Shape{Schema: schema, Name: name, Columns: cols}
 	ident := shape.Ident()
 	var relkind *string
 	if err := q.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", ident).Scan(&relkind); err != nil &&
@@ -419,7 +431,7 @@ func uniqueKey(ctx context.Context, q Querier, ident, table string, cols outbox.
 // name: a partitioned table's changes are published as its root's only with
 // publish_via_partition_root, otherwise as its partitions', which the decoder would
 // take for other tables.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, shapes []outbox.Shape, publication string) error {
+func ensurePublication(ctx context.Context, conn *pgx.Conn, shapes []Shape, publication string) error {
 	pub := pgx.Identifier{publication}.Sanitize()
 	var allTables, inserts, viaRoot bool
 	err := conn.QueryRow(ctx, "SELECT puballtables, pubinsert, pubviaroot FROM pg_publication WHERE pubname = $1",
@@ -452,7 +464,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, shapes []outbox.Shap
 }
 
 // checkPublished checks that publication publishes shape's inserts under its name.
-func checkPublished(ctx context.Context, conn *pgx.Conn, shape outbox.Shape, publication string, allTables, viaRoot bool) error {
+func checkPublished(ctx context.Context, conn *pgx.Conn, shape Shape, publication string, allTables, viaRoot bool) error {
 	table, pub := shape.Qualified(), pgx.Identifier{publication}.Sanitize()
 	if shape.Partitioned && !viaRoot {
 		return setupErrorf("publication %s publishes partitioned table %s through its partitions, under their own "+
@@ -518,38 +530,4 @@ func slotState(ctx context.Context, slots, books *pgx.Conn, slot string) (SlotSt
 		}
 	}
 	return st, readSlotRecord(ctx, books, slot, &st)
-}
-
-// SenderTimeout returns the server's wal_sender_timeout for this connection (0: none).
-func (c *Conn) SenderTimeout(ctx context.Context) (time.Duration, error) {
-	results, err := c.pg.Exec(ctx, "SHOW wal_sender_timeout").ReadAll()
-	if err != nil {
-		return 0, fmt.Errorf("read wal_sender_timeout: %w", err)
-	}
-	if len(results) != 1 || len(results[0].Rows) != 1 || len(results[0].Rows[0]) != 1 {
-		return 0, errors.New("read wal_sender_timeout: unexpected result")
-	}
-	return parsePGDuration(string(results[0].Rows[0][0]))
-}
-
-// parsePGDuration parses a duration GUC as SHOW prints it: "60s", "500ms", "1min", "0".
-func parsePGDuration(s string) (time.Duration, error) {
-	units := []struct {
-		suffix string
-		unit   time.Duration
-	}{{"ms", time.Millisecond}, {"min", time.Minute}, {"s", time.Second}, {"h", time.Hour}, {"d", 24 * time.Hour}}
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(s, u.suffix); ok {
-			var n int64
-			if _, err := fmt.Sscanf(num, "%d", &n); err != nil {
-				return 0, fmt.Errorf("parse duration %q: %w", s, err)
-			}
-			return time.Duration(n) * u.unit, nil
-		}
-	}
-	var n int64
-	if _, err := fmt.Sscanf(s, "%d", &n); err != nil {
-		return 0, fmt.Errorf("parse duration %q: %w", s, err)
-	}
-	return time.Duration(n) * time.Millisecond, nil
 }
