@@ -186,7 +186,7 @@ func ReadStatus(ctx context.Context, cfg relay.Config, limits StatusLimits) (*St
 				return nil, errorf("read wal_level", err)
 			}
 			if walLevel != "logical" {
-				st.problem(CheckNotStreamed, "slot %s does not exist, and no relay can create it: %s", cfg.Slot, replication.WALLevelAdvice(walLevel))
+				st.problem(CheckNotStreamed, "slot %s does not exist, and no relay can create it: %s", cfg.Slot, catalog.WALLevelAdvice(walLevel))
 			} else {
 				st.problem(CheckNotStreamed, "slot %s does not exist: no relay has streamed it yet (walrelay run creates it)", cfg.Slot)
 			}

@@ -14,11 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/dbconn"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
-	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -440,7 +440,7 @@ func (t *TableConfig) checkRoute() error {
 
 // GrantNeeds says which optional privileges on the outbox tables this configuration
 // uses (replication.RelayGrants).
-func (c *Config) GrantNeeds() replication.GrantNeeds {
+func (c *Config) GrantNeeds() catalog.GrantNeeds {
 	mode := c.OnPublishMode()
-	return replication.GrantNeeds{Insert: mode == poller.None, Delete: mode == poller.Delete || c.Retention > 0}
+	return catalog.GrantNeeds{Insert: mode == poller.None, Delete: mode == poller.Delete || c.Retention > 0}
 }

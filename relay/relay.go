@@ -598,7 +598,7 @@ func (r *Relay) checkPrivileges(ctx context.Context, pool *pgxpool.Pool) error {
 		return errorf("check the role's privileges", err)
 	}
 	defer conn.Release()
-	return replication.CheckPrivileges(ctx, conn.Conn(), replication.RelayGrants(r.tableIdents(), r.cfg.GrantNeeds()))
+	return catalog.CheckPrivileges(ctx, conn.Conn(), catalog.RelayGrants(r.tableIdents(), r.cfg.GrantNeeds()))
 }
 
 // tableIdents are the outbox tables as SQL names them.

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/dbconn"
 	"github.com/walrelay/walrelay/relay"
-	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/settings"
 )
 
@@ -25,7 +25,7 @@ func grantRelayRole(cmd *cobra.Command, s *settings.Settings, dbURL string, pass
 	for _, t := range s.Relay.OutboxTables() {
 		tables = append(tables, pgx.Identifier(strings.Split(t.Table, ".")).Sanitize())
 	}
-	grants := replication.RelayGrants(tables, s.Relay.GrantNeeds())
+	grants := catalog.RelayGrants(tables, s.Relay.GrantNeeds())
 	conn, err := dbconn.Connect(cmd.Context(), dbURL, password)
 	if err != nil {
 		return runtimeError{err}
