@@ -140,6 +140,14 @@ func (c *conversion) recordOptions() {
 		c.globals = append(c.globals, [2]string{"tombstone-on-empty-payload", "true"})
 	}
 	if c.opt("table.field.event.timestamp") != "" {
+		if _, server := c.props["debezium.sink.type"]; server {
+			// Debezium Server's Kafka sink sends each record without a timestamp
+			// (debezium-server KafkaChangeConsumer: new ProducerRecord(topic, null,
+			// null, ...)), so the producer stamps it when it sends, as publish does.
+			c.b.WriteString("# table.field.event.timestamp: Debezium Server's Kafka sink leaves the record timestamp to the producer, " +
+				"as record-timestamp publish (the default) does\n")
+			return
+		}
 		c.globals = append(c.globals, [2]string{"record-timestamp", "created-at"})
 	}
 }

@@ -350,6 +350,9 @@ func TestImportExpandFieldNameAdjustment(t *testing.T) {
 //     JsonConverter, CONNECT_NAME_PARTS is the property name.parts
 //     (container-images connect-base docker-entrypoint.sh);
 //   - Kafka: a worker's properties must name both (WorkerConfig, no default).
+//
+// Debezium Server's Kafka sink also sends records without a timestamp
+// (KafkaChangeConsumer), so table.field.event.timestamp sets no record-timestamp there.
 func TestImportConverterPlatforms(t *testing.T) {
 	const bare = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox"}`
 	const server = "debezium.sink.type=kafka\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
@@ -396,6 +399,9 @@ func TestImportConverterPlatforms(t *testing.T) {
 			[]string{"key-converter: json\nvalue-converter: json\n"}, 0, false},
 		{"server avro", server + "debezium.format.value=avro\n", debezium.Options{},
 			[]string{"# value.converter (Debezium Server's debezium.format.key and .value)=io.confluent.connect.avro.AvroConverter: differs"}, 1, false},
+		{"server timestamps", server + "debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n" +
+			"debezium.transforms.outbox.table.field.event.timestamp=ts\n", debezium.Options{},
+			[]string{"# table.field.event.timestamp: Debezium Server's Kafka sink leaves the record timestamp to the producer", "column-created-at: ts\n"}, 0, false},
 		{"server flags", server, debezium.Options{Converters: flags("string", "", nil, nil)},
 			[]string{"key-converter: string\nvalue-converter: json\n"}, 0, false},
 		{"strimzi defaults", strimziConnect + "---\n" + strimziConnector, debezium.Options{},
@@ -432,6 +438,9 @@ func TestImportConverterPlatforms(t *testing.T) {
 			}
 			if len(diffs) != tc.diffs {
 				t.Errorf("differences %q, want %d", diffs, tc.diffs)
+			}
+			if strings.HasPrefix(tc.name, "server") && strings.Contains(out, "record-timestamp: created-at") {
+				t.Errorf("Debezium Server's records get the producer's timestamp, not created-at:\n%s", out)
 			}
 		})
 	}
