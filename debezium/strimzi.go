@@ -29,9 +29,9 @@ type strimziResource struct {
 }
 
 // strimziProperties reads Strimzi YAML (apiVersion kafka.strimzi.io/…): the one
-// KafkaConnector's configuration as connector properties, and a KafkaConnect's
-// spec.config in the same file as the worker's (nil without one). ok is false when
-// data is not Strimzi YAML.
+// KafkaConnector's configuration as connector properties, and a KafkaConnect in
+// the same file as its worker, with Strimzi's defaults (strimziWorker; nil without
+// one). ok is false when data is not Strimzi YAML.
 func strimziProperties(data []byte) (props map[string]string, worker *Worker, ok bool, err error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] == '{' || !bytes.Contains(data, []byte("kafka.strimzi.io/")) {
