@@ -26,6 +26,30 @@ func (c *conversion) converters() {
 			c.globals = append(c.globals, [2]string{side + "-converter-schemas-enable", "true"})
 		}
 	}
+	c.serverHeaders()
+}
+
+// serverHeaders notes that Debezium Server converts each header with its header
+// format (debezium.format.header, json unless set: JsonConverter, with schemas
+// unless debezium.format.header.schemas.enable=false; debezium-embedded
+// ConvertingEngineBuilder.createHeaderConverter) before its sink sends it, so the
+// router's id header is a JSON document where walrelay writes the id's text, as
+// Kafka Connect's SimpleHeaderConverter does.
+func (c *conversion) serverHeaders() {
+	if _, server := c.props["debezium.sink.type"]; !server {
+		return
+	}
+	format, ok := c.use("debezium.format.header")
+	if !ok {
+		format = "json (the default)"
+	}
+	for k := range c.props {
+		if strings.HasPrefix(k, "debezium.format.header.") {
+			c.used[k] = true
+		}
+	}
+	c.differs("debezium.format.header", format, "Debezium Server writes each header, the router's id too, with its header format's "+
+		"converter (JSON); walrelay writes the id's text, as Kafka Connect's SimpleHeaderConverter does")
 }
 
 // converter reads side's (key or value) converter from the connector, else from the

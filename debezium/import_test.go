@@ -352,7 +352,10 @@ func TestImportExpandFieldNameAdjustment(t *testing.T) {
 //   - Kafka: a worker's properties must name both (WorkerConfig, no default).
 //
 // Debezium Server's Kafka sink also sends records without a timestamp
-// (KafkaChangeConsumer), so table.field.event.timestamp sets no record-timestamp there.
+// (KafkaChangeConsumer), so table.field.event.timestamp sets no record-timestamp
+// there, and converts every header with its header format, JSON
+// (ConvertingEngineBuilder.createHeaderConverter): a difference from walrelay's
+// text headers, named.
 func TestImportConverterPlatforms(t *testing.T) {
 	const bare = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox"}`
 	const server = "debezium.sink.type=kafka\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
@@ -392,18 +395,19 @@ func TestImportConverterPlatforms(t *testing.T) {
 		{"bare connector, value converter only", strings.TrimSuffix(bare, "}") + `, "value.converter": "org.apache.kafka.connect.json.JsonConverter"}`,
 			debezium.Options{}, []string{"names no key.converter, so"}, 0, true},
 		{"server defaults", server, debezium.Options{}, []string{"key-converter: json\nkey-converter-schemas-enable: \"true\"\n" +
-			"value-converter: json\nvalue-converter-schemas-enable: \"true\"\n"}, 0, false},
+			"value-converter: json\nvalue-converter-schemas-enable: \"true\"\n",
+			"# debezium.format.header=json (the default): differs from Debezium"}, 1, false},
 		{"server value without schemas", server + "debezium.format.value.schemas.enable=false\n", debezium.Options{},
-			[]string{"key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\ntable: "}, 0, false},
+			[]string{"key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\ntable: "}, 1, false},
 		{"server without schemas", server + "debezium.format.schemas.enable=false\n", debezium.Options{},
-			[]string{"key-converter: json\nvalue-converter: json\n"}, 0, false},
+			[]string{"key-converter: json\nvalue-converter: json\n"}, 1, false},
 		{"server avro", server + "debezium.format.value=avro\n", debezium.Options{},
-			[]string{"# value.converter (Debezium Server's debezium.format.key and .value)=io.confluent.connect.avro.AvroConverter: differs"}, 1, false},
+			[]string{"# value.converter (Debezium Server's debezium.format.key and .value)=io.confluent.connect.avro.AvroConverter: differs"}, 2, false},
 		{"server timestamps", server + "debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n" +
 			"debezium.transforms.outbox.table.field.event.timestamp=ts\n", debezium.Options{},
-			[]string{"# table.field.event.timestamp: Debezium Server's Kafka sink leaves the record timestamp to the producer", "column-created-at: ts\n"}, 0, false},
+			[]string{"# table.field.event.timestamp: Debezium Server's Kafka sink leaves the record timestamp to the producer", "column-created-at: ts\n"}, 1, false},
 		{"server flags", server, debezium.Options{Converters: flags("string", "", nil, nil)},
-			[]string{"key-converter: string\nvalue-converter: json\n"}, 0, false},
+			[]string{"key-converter: string\nvalue-converter: json\n"}, 1, false},
 		{"strimzi defaults", strimziConnect + "---\n" + strimziConnector, debezium.Options{},
 			[]string{"# key.converter=org.apache.kafka.connect.json.JsonConverter: from Strimzi's default",
 				"key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\nvalue-converter-schemas-enable: \"true\"\n"}, 0, false},

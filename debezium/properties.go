@@ -48,6 +48,8 @@ func debeziumProperties(data []byte) (props map[string]string, worker *Worker, e
 			props["bootstrap.servers"] = v
 		case k == "debezium.transforms" || strings.HasPrefix(k, "debezium.transforms."):
 			props[strings.TrimPrefix(k, "debezium.")] = v
+		case k == "debezium.format.header" || strings.HasPrefix(k, "debezium.format.header."):
+			props[k] = v // the headers' format: serverHeaders'
 		case k == "debezium.format" || strings.HasPrefix(k, "debezium.format."):
 			// the converters: serverWorker's
 		default:
