@@ -13,11 +13,14 @@ import (
 // tracing.go, tables.go) each read the options of their concern, mark them used and
 // add lines, settings or differences; what no step used is written as comments.
 type conversion struct {
-	props, worker map[string]string
-	// catalog is the database's tables (CatalogTables), which table.include.list
-	// regular expressions are resolved against; nil: none, and a regular
-	// expression is a difference.
-	catalog []string
+	props map[string]string
+	// workers are where a converter the connector does not name is read, in
+	// order: --key-converter and the like, then the worker or its platform.
+	workers []*Worker
+	// catalog is the database's tables and columns (ReadCatalog), which
+	// table.include.list regular expressions are resolved against; nil: none,
+	// and a regular expression is a difference.
+	catalog *Catalog
 
 	b     strings.Builder
 	used  map[string]bool
@@ -35,16 +38,16 @@ type conversion struct {
 }
 
 // convert writes the walrelay YAML for a PostgreSQL connector's properties.
-func convert(props, worker map[string]string, catalog []string) (string, []string) {
-	c := &conversion{props: props, worker: worker, catalog: catalog, used: map[string]bool{"connector.class": true}}
+func convert(props map[string]string, workers []*Worker, catalog *Catalog) (string, []string) {
+	c := &conversion{props: props, workers: workers, catalog: catalog, used: map[string]bool{"connector.class": true}}
 	c.b.WriteString("# walrelay configuration converted from a Debezium PostgreSQL connector by `walrelay import-debezium`.\n")
 	c.b.WriteString("# Before `walrelay run --config FILE`: add walrelay's bookkeeping columns to the outbox table\n")
 	c.b.WriteString("# (docs/operations.md, \"Bringing your own outbox table\") and run `walrelay migrate`. One slot has\n")
 	c.b.WriteString("# one reader: stop the Debezium connector before walrelay runs on its slot.\n")
 
 	c.connection()
-	c.converters()
 	c.findRouter()
+	c.converters()
 	c.columns()
 	c.placeColumns()
 	c.tracing()

@@ -3,6 +3,7 @@ package debezium_test
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,12 +30,40 @@ func convertTestdata(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := debezium.Import(name, data, nil, nil)
+	out, _, err := debezium.Import(name, data, debezium.Options{Worker: testdataWorker(t, name)})
 	if err != nil {
 		t.Fatalf("import %s: %v", name, err)
 	}
 	return out
 }
+
+// testdataWorker reads testdata/NAME.worker, the worker a configuration that
+// names no converter runs on (ReadWorker), or is nil without one.
+func testdataWorker(t *testing.T, name string) *debezium.Worker {
+	t.Helper()
+	path := filepath.Join("testdata", strings.TrimSuffix(name, filepath.Ext(name))+".worker")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	w, err := debezium.ReadWorker(filepath.Base(path), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// stringConverters is --key-converter string --value-converter string: the
+// worker of the tests whose records do not depend on it.
+var stringConverters = func() debezium.Options {
+	w, err := debezium.ConverterFlags("string", "string", nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	return debezium.Options{Converters: w}
+}()
 
 // TestImportDebeziumGolden compares each conversion with its golden file; -update
 // rewrites them.
@@ -154,7 +183,7 @@ func TestImportDebeziumRefusesOthers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_, _, err := debezium.Import(name, b, nil, nil)
+		_, _, err := debezium.Import(name, b, stringConverters)
 		if err == nil {
 			t.Errorf("%s: converted, want an error", name)
 			continue
@@ -172,12 +201,15 @@ func TestImportDebeziumRefusesOthers(t *testing.T) {
 // difference.
 func TestImportDebeziumConverters(t *testing.T) {
 	const base = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox"`
-	worker := debezium.ParseProperties("key.converter=org.apache.kafka.connect.json.JsonConverter\n" +
-		"value.converter=org.apache.kafka.connect.json.JsonConverter\nvalue.converter.schemas.enable=false\n")
+	worker, err := debezium.ReadWorker("connect-distributed.properties", []byte("key.converter=org.apache.kafka.connect.json.JsonConverter\n"+
+		"value.converter=org.apache.kafka.connect.json.JsonConverter\nvalue.converter.schemas.enable=false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name      string
 		connector string
-		worker    map[string]string
+		worker    *debezium.Worker
 		want      []string
 		diffs     []string
 	}{
@@ -185,8 +217,10 @@ func TestImportDebeziumConverters(t *testing.T) {
 			[]string{"key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\n"}, nil},
 		{"connector wins", base + `, "value.converter": "org.apache.kafka.connect.storage.StringConverter"}`, worker,
 			[]string{"key-converter: json\n", "value-converter: string\n"}, nil},
-		{"bytes", base + `, "value.converter": "io.debezium.converters.BinaryDataConverter", "value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter"}`, nil,
+		{"bytes", base + `, "value.converter": "io.debezium.converters.BinaryDataConverter"}`, nil,
 			[]string{"value-converter: bytearray\n"}, nil},
+		{"bytes or delegate", base + `, "value.converter": "io.debezium.converters.BinaryDataConverter", "value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter"}`, nil,
+			[]string{"value-converter: string\n"}, []string{"value.converter=io.debezium.converters.BinaryDataConverter: it writes a bytea payload column as its bytes and any other with"}},
 		{"avro", base + `, "value.converter": "io.confluent.connect.avro.AvroConverter"}`, nil,
 			[]string{"value-converter: string\n"}, []string{"value.converter=io.confluent.connect.avro.AvroConverter"}},
 		{"router", base + `, "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
@@ -210,7 +244,11 @@ func TestImportDebeziumConverters(t *testing.T) {
 			[]string{"value-converter: bytearray\n"}, []string{"transforms.outbox.table.fields.additional.placement=a:envelope:b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, diffs, err := debezium.Import(tc.name, []byte(tc.connector), tc.worker, nil)
+			opts := stringConverters
+			if tc.worker != nil {
+				opts = debezium.Options{Worker: tc.worker}
+			}
+			out, diffs, err := debezium.Import(tc.name, []byte(tc.connector), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +301,7 @@ func TestImportDebeziumRouting(t *testing.T) {
 		{"times without headers", `, "time.precision.mode": "connect"`, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, diffs, err := debezium.Import(tc.name, []byte(base+tc.options+"}"), nil, nil)
+			out, diffs, err := debezium.Import(tc.name, []byte(base+tc.options+"}"), stringConverters)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,9 +329,187 @@ func TestImportExpandFieldNameAdjustment(t *testing.T) {
 		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
 		"transforms.outbox.table.expand.json.payload": "true", "field.name.adjustment.mode": "%s"}`
 	for mode, want := range map[string]int{"none": 0, "avro": 1} {
-		_, diffs, err := debezium.Import("c.json", []byte(strings.Replace(conf, "%s", mode, 1)), nil, nil)
+		_, diffs, err := debezium.Import("c.json", []byte(strings.Replace(conf, "%s", mode, 1)), stringConverters)
 		if err != nil || len(diffs) != want {
 			t.Errorf("%s: %v, differences %q, want %d", mode, err, diffs, want)
+		}
+	}
+}
+
+// TestImportConverterPlatforms reads the converters a connector leaves to its
+// platform from the platform's own defaults, and refuses a bare connector with
+// nothing saying which worker runs it, naming the ways to tell:
+//   - Debezium Server: debezium.format.key and .value are json unless set
+//     (debezium-server DebeziumServer.getFormat), written by JsonConverter
+//     (debezium-embedded ConvertingEngineBuilder.createConverter) with its own
+//     schemas.enable default, true; debezium.format.value.NAME and
+//     debezium.format.NAME are the converter's options (populateEngineProperties);
+//   - Strimzi: a KafkaConnect's spec.config gets key.converter and value.converter
+//     JsonConverter where it sets none (KafkaConnectConfiguration.DEFAULTS);
+//   - Debezium's connect image: KEY_CONVERTER and VALUE_CONVERTER default to
+//     JsonConverter, CONNECT_NAME_PARTS is the property name.parts
+//     (container-images connect-base docker-entrypoint.sh);
+//   - Kafka: a worker's properties must name both (WorkerConfig, no default).
+//
+// Debezium Server's Kafka sink also sends records without a timestamp
+// (KafkaChangeConsumer), so table.field.event.timestamp sets no record-timestamp
+// there, and converts every header with its header format, JSON
+// (ConvertingEngineBuilder.createHeaderConverter): a difference from walrelay's
+// text headers, named.
+func TestImportConverterPlatforms(t *testing.T) {
+	const bare = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox"}`
+	const server = "debezium.sink.type=kafka\ndebezium.source.connector.class=io.debezium.connector.postgresql.PostgresConnector\n" +
+		"debezium.source.table.include.list=public.outbox\n"
+	const strimziConnector = "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaConnector\nmetadata:\n  name: outbox\nspec:\n" +
+		"  class: io.debezium.connector.postgresql.PostgresConnector\n  config:\n    table.include.list: public.outbox\n"
+	const strimziConnect = "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaConnect\nmetadata:\n  name: connect\nspec:\n" +
+		"  bootstrapServers: kafka:9092\n  config:\n    group.id: connect\n"
+	worker := func(name, text string) *debezium.Worker {
+		w, err := debezium.ReadWorker(name, []byte(text))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return w
+	}
+	flags := func(key, value string, keySchemas, valueSchemas *bool) *debezium.Worker {
+		w, err := debezium.ConverterFlags(key, value, keySchemas, valueSchemas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	no := false
+	for _, tc := range []struct {
+		name, config string
+		opts         debezium.Options
+		want         []string // lines of the output, or of the error
+		diffs        int
+		refused      bool
+	}{
+		{"bare connector", bare, debezium.Options{}, []string{"names no key.converter and value.converter", "--worker FILE",
+			"a Strimzi KafkaConnect", "KEY_CONVERTER, VALUE_CONVERTER and CONNECT_*", "--key-converter and --value-converter (string, json or bytearray)",
+			"--value-converter-schemas-enable"}, 0, true},
+		{"bare connector naming its converters", strings.TrimSuffix(bare, "}") +
+			`, "key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.json.JsonConverter"}`,
+			debezium.Options{}, []string{"key-converter: string\n", "value-converter: json\nvalue-converter-schemas-enable: \"true\"\n"}, 0, false},
+		{"bare connector, value converter only", strings.TrimSuffix(bare, "}") + `, "value.converter": "org.apache.kafka.connect.json.JsonConverter"}`,
+			debezium.Options{}, []string{"names no key.converter, so"}, 0, true},
+		{"server defaults", server, debezium.Options{}, []string{"key-converter: json\nkey-converter-schemas-enable: \"true\"\n" +
+			"value-converter: json\nvalue-converter-schemas-enable: \"true\"\n",
+			"# debezium.format.header=json (the default): differs from Debezium"}, 1, false},
+		{"server value without schemas", server + "debezium.format.value.schemas.enable=false\n", debezium.Options{},
+			[]string{"key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\ntable: "}, 1, false},
+		{"server without schemas", server + "debezium.format.schemas.enable=false\n", debezium.Options{},
+			[]string{"key-converter: json\nvalue-converter: json\n"}, 1, false},
+		{"server avro", server + "debezium.format.value=avro\n", debezium.Options{},
+			[]string{"# value.converter (Debezium Server's debezium.format.key and .value)=io.confluent.connect.avro.AvroConverter: differs"}, 2, false},
+		{"server timestamps", server + "debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n" +
+			"debezium.transforms.outbox.table.field.event.timestamp=ts\n", debezium.Options{},
+			[]string{"# table.field.event.timestamp: Debezium Server's Kafka sink leaves the record timestamp to the producer", "column-created-at: ts\n"}, 1, false},
+		{"server flags", server, debezium.Options{Converters: flags("string", "", nil, nil)},
+			[]string{"key-converter: string\nvalue-converter: json\n"}, 1, false},
+		{"strimzi defaults", strimziConnect + "---\n" + strimziConnector, debezium.Options{},
+			[]string{"# key.converter=org.apache.kafka.connect.json.JsonConverter: from Strimzi's default",
+				"key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\nvalue-converter-schemas-enable: \"true\"\n"}, 0, false},
+		{"strimzi connector alone", strimziConnector, debezium.Options{}, []string{"--worker FILE"}, 0, true},
+		{"strimzi connect as --worker", strimziConnector, debezium.Options{Worker: worker("connect.yaml", strimziConnect)},
+			[]string{"key-converter: json\nkey-converter-schemas-enable: \"true\"\n"}, 0, false},
+		{"image defaults", bare, debezium.Options{Worker: worker("connect.env",
+			"# debezium/connect\nBOOTSTRAP_SERVERS=kafka:9092\nVALUE_CONVERTER=org.apache.kafka.connect.storage.StringConverter\n"+
+				"export CONNECT_KEY_CONVERTER_SCHEMAS_ENABLE=\"false\"\n")},
+			[]string{"# key.converter=org.apache.kafka.connect.json.JsonConverter: from the default of Debezium's connect image",
+				"key-converter: json\nvalue-converter: string\n"}, 0, false},
+		{"worker properties", bare, debezium.Options{Worker: worker("connect-distributed.properties",
+			"key.converter=org.apache.kafka.connect.converters.ByteArrayConverter\nvalue.converter=org.apache.kafka.connect.json.JsonConverter\n")},
+			[]string{"key-converter: bytearray\nvalue-converter: json\nvalue-converter-schemas-enable: \"true\"\n"}, 0, false},
+		{"flags over the worker", bare, debezium.Options{Worker: worker("connect.env", "KEY_CONVERTER=org.apache.kafka.connect.storage.StringConverter\n"),
+			Converters: flags("", "json", nil, &no)}, []string{"key-converter: string\nvalue-converter: json\ntable: "}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, diffs, err := debezium.Import(tc.name, []byte(tc.config), tc.opts)
+			if tc.refused {
+				if err == nil {
+					t.Fatalf("converted, want refused:\n%s", out)
+				}
+				out = err.Error()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("lacks %q:\n%s", w, out)
+				}
+			}
+			if len(diffs) != tc.diffs {
+				t.Errorf("differences %q, want %d", diffs, tc.diffs)
+			}
+			if strings.HasPrefix(tc.name, "server") && strings.Contains(out, "record-timestamp: created-at") {
+				t.Errorf("Debezium Server's records get the producer's timestamp, not created-at:\n%s", out)
+			}
+		})
+	}
+}
+
+// A worker's properties that leave a converter out are not a worker Kafka
+// Connect runs: refused, naming it.
+func TestReadWorkerRefuses(t *testing.T) {
+	_, err := debezium.ReadWorker("connect.properties", []byte("bootstrap.servers=kafka:9092\nkey.converter=org.apache.kafka.connect.json.JsonConverter\n"))
+	if err == nil || !strings.Contains(err.Error(), "without value.converter, which Kafka Connect requires") {
+		t.Errorf("error %v, want one naming value.converter", err)
+	}
+	if _, err := debezium.ConverterFlags("avro", "", nil, nil); err == nil || !strings.Contains(err.Error(), "want string, json or bytearray") {
+		t.Errorf("--key-converter avro: %v", err)
+	}
+}
+
+// TestImportByteBufferConverter maps Debezium's ByteBufferConverter and
+// BinaryDataConverter by one rule (debezium-core io/debezium/converters: a value
+// of Connect's BYTES schema is written as its bytes, any other by
+// delegate.converter.type, configured by the options under that prefix, and
+// without one the task fails): the catalog's type of the payload column (the
+// aggregate id's for the key) says which applies.
+func TestImportByteBufferConverter(t *testing.T) {
+	const conf = `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "public.outbox",
+		"key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "%s"%s}`
+	catalog := func(payload string) *debezium.Catalog {
+		return &debezium.Catalog{Tables: []string{"public.outbox"}, Types: map[string]map[string]string{
+			"public.outbox": {"id": "uuid", "aggregatetype": "varchar", "aggregateid": "varchar", "payload": payload}}}
+	}
+	const jsonDelegate = `, "value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter"`
+	for _, class := range []string{"io.debezium.converters.ByteBufferConverter", "io.debezium.converters.BinaryDataConverter"} {
+		for _, tc := range []struct {
+			name, options string
+			catalog       *debezium.Catalog
+			want          string
+			diff          string // the difference's start; "" none
+		}{
+			{"bytea", "", catalog("bytea"), "value-converter: bytearray\n", ""},
+			{"bytea with a delegate", jsonDelegate, catalog("bytea"), "value-converter: bytearray\n", ""},
+			{"jsonb to the json delegate", jsonDelegate, catalog("jsonb"),
+				"value-converter: json\nvalue-converter-schemas-enable: \"true\"\n", ""},
+			{"jsonb to the json delegate without schemas", jsonDelegate + `, "value.converter.delegate.converter.type.schemas.enable": "false"`,
+				catalog("jsonb"), "value-converter: json\ntable: ", ""},
+			{"text to the string delegate", `, "value.converter.delegate.converter.type": "org.apache.kafka.connect.storage.StringConverter"`,
+				catalog("text"), "value-converter: string\n", ""},
+			{"jsonb without a delegate", "", catalog("jsonb"), "", "value.converter=" + class + ": the value column payload (jsonb) is not bytes"},
+			{"jsonb to an avro delegate", `, "value.converter.delegate.converter.type": "io.confluent.connect.avro.AvroConverter"`, catalog("jsonb"), "",
+				"value.converter.delegate.converter.type=io.confluent.connect.avro.AvroConverter: it writes the value column payload (jsonb)"},
+			{"no catalog, no delegate", "", nil, "value-converter: bytearray\n", ""},
+			{"no catalog, a delegate", jsonDelegate, nil, "", "value.converter=" + class + ": it writes a bytea payload column as its bytes"},
+		} {
+			t.Run(class[strings.LastIndex(class, ".")+1:]+" "+tc.name, func(t *testing.T) {
+				config := fmt.Sprintf(conf, class, tc.options)
+				out, diffs, err := debezium.Import("c.json", []byte(config), debezium.Options{Catalog: tc.catalog})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.want != "" && !strings.Contains(out, tc.want) {
+					t.Errorf("output lacks %q:\n%s", tc.want, out)
+				}
+				if (tc.diff == "") != (len(diffs) == 0) || (tc.diff != "" && (len(diffs) != 1 || !strings.HasPrefix(diffs[0], tc.diff))) {
+					t.Errorf("differences %q, want one starting %q", diffs, tc.diff)
+				}
+			})
 		}
 	}
 }

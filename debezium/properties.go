@@ -11,14 +11,16 @@ import (
 // debeziumProperties reads Kafka Connect JSON (with or without the name/config
 // envelope) or Debezium Server properties into connector keys: debezium.source. and
 // debezium. are stripped, so both forms give connector.class, transforms.NAME.type, ...
-func debeziumProperties(data []byte) (map[string]string, error) {
+// Debezium Server's debezium.format.* options become its worker (serverWorker);
+// worker is nil for Kafka Connect's forms.
+func debeziumProperties(data []byte) (props map[string]string, worker *Worker, err error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		var doc map[string]any
 		if err := json.Unmarshal(trimmed, &doc); err != nil {
-			return nil, fmt.Errorf("not valid JSON (%v); give Kafka Connect's connector JSON or a Debezium Server .properties file", err)
+			return nil, nil, fmt.Errorf("not valid JSON (%v); give Kafka Connect's connector JSON or a Debezium Server .properties file", err)
 		}
-		props := map[string]string{}
+		props = map[string]string{}
 		if cfg, ok := doc["config"].(map[string]any); ok {
 			for k, v := range cfg {
 				props[k] = jsonText(v)
@@ -26,18 +28,18 @@ func debeziumProperties(data []byte) (map[string]string, error) {
 			if n, ok := doc["name"]; ok {
 				props["name"] = jsonText(n)
 			}
-			return props, nil
+			return props, nil, nil
 		}
 		for k, v := range doc {
 			props[k] = jsonText(v)
 		}
-		return props, nil
+		return props, nil, nil
 	}
 	raw := ParseProperties(string(data))
 	if _, server := raw["debezium.source.connector.class"]; !server {
-		return raw, nil // a Kafka Connect worker-style properties file
+		return raw, nil, nil // a Kafka Connect worker-style properties file
 	}
-	props := map[string]string{}
+	props = map[string]string{}
 	for k, v := range raw {
 		switch {
 		case strings.HasPrefix(k, "debezium.source."):
@@ -46,11 +48,69 @@ func debeziumProperties(data []byte) (map[string]string, error) {
 			props["bootstrap.servers"] = v
 		case k == "debezium.transforms" || strings.HasPrefix(k, "debezium.transforms."):
 			props[strings.TrimPrefix(k, "debezium.")] = v
+		case k == "debezium.format.header" || strings.HasPrefix(k, "debezium.format.header."):
+			props[k] = v // the headers' format: serverHeaders'
+		case k == "debezium.format" || strings.HasPrefix(k, "debezium.format."):
+			// the converters: serverWorker's
 		default:
 			props[k] = v // kept whole, so its comment names the key as written
 		}
 	}
-	return props, nil
+	return props, serverWorker(raw), nil
+}
+
+// serverFormats are the converters Debezium Server's formats write the key and
+// value with (debezium-embedded ConvertingEngineBuilder.createConverter); a
+// format not here is written by none of Kafka Connect's converters.
+var serverFormats = map[string]string{
+	"json":          jsonConverterClass,
+	"jsonbytearray": jsonConverterClass,
+	"cloudevents":   "io.debezium.converters.CloudEventsConverter",
+	"avro":          "io.confluent.connect.avro.AvroConverter",
+	"protobuf":      "io.confluent.connect.protobuf.ProtobufConverter",
+}
+
+// serverWorker is what Debezium Server's debezium.format.* options make of the
+// converters (debezium-server DebeziumServer: getFormat, populateEngineProperties):
+// debezium.format.key and .value choose the format, json unless set;
+// debezium.format.key.NAME and .value.NAME are the converter's option NAME, and
+// debezium.format.NAME is both sides' where the side sets none.
+func serverWorker(raw map[string]string) *Worker {
+	props := map[string]string{}
+	for k, v := range raw {
+		rest, ok := strings.CutPrefix(k, "debezium.format.")
+		if !ok || rest == "key" || rest == "value" || rest == "header" {
+			continue
+		}
+		if side, opt, ok := strings.Cut(rest, "."); ok && (side == "key" || side == "value") {
+			props[side+".converter."+opt] = v
+			continue
+		}
+		for _, side := range []string{"key", "value"} {
+			if _, set := raw["debezium.format."+side+"."+rest]; !set {
+				props[side+".converter."+rest] = v
+			}
+		}
+	}
+	defaulted := map[string]bool{}
+	for _, side := range []string{"key", "value"} {
+		format := strings.TrimSpace(raw["debezium.format."+side])
+		if format == "" {
+			format = "json"
+			defaulted[side+".converter"] = true
+		}
+		class, ok := serverFormats[format]
+		if !ok {
+			class = "debezium.format." + side + "=" + format
+		}
+		if c := props[side+".converter.class"]; c != "" && ok {
+			class = c // the format's converter, named by its class option
+		}
+		delete(props, side+".converter.class")
+		props[side+".converter"] = class
+	}
+	return &Worker{Props: props, Source: "Debezium Server's debezium.format.key and .value", Defaulted: defaulted,
+		DefaultSource: "Debezium Server's default format, json, where debezium.format.key or .value is not set"}
 }
 
 func jsonText(v any) string {

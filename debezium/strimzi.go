@@ -29,10 +29,10 @@ type strimziResource struct {
 }
 
 // strimziProperties reads Strimzi YAML (apiVersion kafka.strimzi.io/…): the one
-// KafkaConnector's configuration as connector properties, and a KafkaConnect's
-// spec.config in the same file as the worker's (nil without one). ok is false when
-// data is not Strimzi YAML.
-func strimziProperties(data []byte) (props, worker map[string]string, ok bool, err error) {
+// KafkaConnector's configuration as connector properties, and a KafkaConnect in
+// the same file as its worker, with Strimzi's defaults (strimziWorker; nil without
+// one). ok is false when data is not Strimzi YAML.
+func strimziProperties(data []byte) (props map[string]string, worker *Worker, ok bool, err error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] == '{' || !bytes.Contains(data, []byte("kafka.strimzi.io/")) {
 		return nil, nil, false, nil
@@ -57,11 +57,12 @@ func strimziProperties(data []byte) (props, worker map[string]string, ok bool, e
 		case "KafkaConnector":
 			connectors = append(connectors, r)
 		case "KafkaConnect":
-			worker = map[string]string{}
+			config := map[string]string{}
 			brokers = r.Spec.BootstrapServers
 			for k, v := range r.Spec.Config {
-				worker[k] = yamlText(v)
+				config[k] = yamlText(v)
 			}
+			worker = strimziWorker(config)
 		}
 	}
 	switch len(connectors) {
@@ -110,4 +111,33 @@ func yamlText(v any) string {
 		return s
 	}
 	return fmt.Sprint(v)
+}
+
+// strimziWorkerFile reads the KafkaConnect of Strimzi YAML given as --worker: its
+// spec.config with Strimzi's defaults (nil without one). ok is false when data is
+// not Strimzi YAML.
+func strimziWorkerFile(data []byte) (w *Worker, ok bool, err error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var r strimziResource
+		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
+			return w, ok, nil
+		} else if err != nil {
+			if !ok {
+				return nil, false, nil // not YAML: a properties file that mentions Strimzi
+			}
+			return nil, true, fmt.Errorf("not valid YAML (%v); give the KafkaConnect resource as Strimzi takes it", err)
+		}
+		if !strings.HasPrefix(r.APIVersion, "kafka.strimzi.io/") {
+			continue
+		}
+		ok = true
+		if r.Kind == "KafkaConnect" {
+			config := map[string]string{}
+			for k, v := range r.Spec.Config {
+				config[k] = yamlText(v)
+			}
+			w = strimziWorker(config)
+		}
+	}
 }

@@ -17,7 +17,7 @@ func TestImportStrimzi(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, diffs, err := debezium.Import("strimzi-outbox.yaml", data, nil, nil)
+	out, diffs, err := debezium.Import("strimzi-outbox.yaml", data, debezium.Options{})
 	if err != nil || len(diffs) > 0 {
 		t.Fatalf("import: %v, differences %q", err, diffs)
 	}
@@ -31,9 +31,14 @@ func TestImportStrimzi(t *testing.T) {
 	if strings.Contains(out, "secrets:shop") {
 		t.Errorf("output prints the password reference:\n%s", out)
 	}
-	out, _, err = debezium.Import("strimzi-outbox.yaml", data, map[string]string{}, nil)
+	worker, err := debezium.ReadWorker("connect.properties", []byte("key.converter=org.apache.kafka.connect.storage.StringConverter\n"+
+		"value.converter=org.apache.kafka.connect.storage.StringConverter\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = debezium.Import("strimzi-outbox.yaml", data, debezium.Options{Worker: worker})
 	if err != nil || !strings.Contains(out, "value-converter: string\n") {
-		t.Errorf("with a worker file: %v, want its converters (none: string):\n%s", err, out)
+		t.Errorf("with a worker file: %v, want its converters (string):\n%s", err, out)
 	}
 }
 
@@ -49,7 +54,7 @@ func TestImportStrimziRefuses(t *testing.T) {
 			"spec.class in a Strimzi KafkaConnector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := debezium.Import("k.yaml", []byte(tc.yaml), nil, nil)
+			_, _, err := debezium.Import("k.yaml", []byte(tc.yaml), debezium.Options{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one with %q", err, tc.want)
 			}

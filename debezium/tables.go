@@ -11,35 +11,60 @@ import (
 	"github.com/walrelay/walrelay/record"
 )
 
-// CatalogTables lists the ordinary and partitioned tables of the database as
-// schema.table, the names Debezium's PostgreSQL connector matches table.include.list
-// against (TableId.toString), PostgreSQL's own schemas left out.
-func CatalogTables(ctx context.Context, dbURL string) ([]string, error) {
+// Catalog is what import-debezium reads of the outbox database: its tables, which
+// table.include.list regular expressions are resolved against, and their
+// columns' types, which say what ByteBufferConverter does with a column.
+type Catalog struct {
+	// Tables are the ordinary and partitioned tables as schema.table, the names
+	// Debezium's PostgreSQL connector matches table.include.list against
+	// (TableId.toString), PostgreSQL's own schemas left out.
+	Tables []string
+	// Types are each table's columns' type names (pg_type.typname; bytea, jsonb,
+	// text, ...), by table, then column.
+	Types map[string]map[string]string
+}
+
+// ReadCatalog reads the tables and column types of the database at dbURL.
+func ReadCatalog(ctx context.Context, dbURL string) (*Catalog, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return nil, fmt.Errorf("connect to --database-url to resolve table.include.list: %w", err)
+		return nil, fmt.Errorf("connect to --database-url to read its tables: %w", err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT n.nspname || '.' || c.relname FROM pg_class c
+	rows, err := conn.Query(ctx, `SELECT n.nspname || '.' || c.relname, coalesce(a.attname::text, ''), coalesce(t.typname::text, '')
+		FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+		LEFT JOIN pg_type t ON t.oid = a.atttypid
 		WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 			AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp\_%'
-		ORDER BY 1`)
+		ORDER BY 1, a.attnum`)
 	if err != nil {
-		return nil, fmt.Errorf("list tables to resolve table.include.list: %w", err)
+		return nil, fmt.Errorf("list the tables of --database-url: %w", err)
 	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	cat := &Catalog{Types: map[string]map[string]string{}}
+	var table, column, typ string
+	_, err = pgx.ForEachRow(rows, []any{&table, &column, &typ}, func() error {
+		if _, seen := cat.Types[table]; !seen {
+			cat.Tables = append(cat.Tables, table)
+			cat.Types[table] = map[string]string{}
+		}
+		if column != "" {
+			cat.Types[table][column] = typ
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list tables to resolve table.include.list: %w", err)
+		return nil, fmt.Errorf("list the tables of --database-url: %w", err)
 	}
-	return tables, nil
+	return cat, nil
 }
 
 // includedTables resolves one table.include.list entry: a plain name is itself; a
 // regular expression is matched as Debezium does (Predicates.includes: the whole
 // name, case-insensitively) against catalog, the database's tables; without one
 // (nil) it cannot be resolved. reason says why an entry gives no table.
-func includedTables(entry string, catalog []string) (tables []string, reason string) {
+func includedTables(entry string, catalog *Catalog) (tables []string, reason string) {
 	plain := strings.ReplaceAll(entry, `\.`, ".")
 	if !strings.ContainsAny(plain, `\*+?[](){}|^$`) {
 		return []string{plain}, ""
@@ -55,7 +80,7 @@ func includedTables(entry string, catalog []string) (tables []string, reason str
 	if err != nil {
 		return nil, fmt.Sprintf("not a regular expression Go can read (%v); list the outbox tables by name", err)
 	}
-	for _, t := range catalog {
+	for _, t := range catalog.Tables {
 		if re.MatchString(t) {
 			tables = append(tables, t)
 		}

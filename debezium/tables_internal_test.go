@@ -10,10 +10,10 @@ import (
 // Predicates.includes matches them (debezium-util .../function/Predicates.java: the
 // whole schema.table, case-insensitively), or says why not.
 func TestIncludedTables(t *testing.T) {
-	catalog := []string{"public.outbox", "public.orders", "tenant_a.outbox", "tenant_b.outbox", "tenant_b.outbox_old"}
+	catalog := &Catalog{Tables: []string{"public.outbox", "public.orders", "tenant_a.outbox", "tenant_b.outbox", "tenant_b.outbox_old"}}
 	for _, tc := range []struct {
 		entry   string
-		catalog []string
+		catalog *Catalog
 		want    []string
 		reason  string
 	}{
@@ -32,12 +32,13 @@ func TestIncludedTables(t *testing.T) {
 		}
 	}
 	// In a configuration: resolved into tables:, or refused naming the option.
-	conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "tenant_.*\\.outbox"}`
-	out, diffs, err := Import("c.json", []byte(conf), nil, catalog)
+	conf := `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector", "table.include.list": "tenant_.*\\.outbox",
+		"key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.storage.StringConverter"}`
+	out, diffs, err := Import("c.json", []byte(conf), Options{Catalog: catalog})
 	if err != nil || len(diffs) > 0 || !strings.Contains(out, "  - table: tenant_a.outbox\n") || !strings.Contains(out, "  - table: tenant_b.outbox\n") {
 		t.Errorf("with the catalog: %v, %q:\n%s", err, diffs, out)
 	}
-	_, diffs, _ = Import("c.json", []byte(conf), nil, nil)
+	_, diffs, _ = Import("c.json", []byte(conf), Options{})
 	if len(diffs) != 1 || !strings.HasPrefix(diffs[0], `table.include.list=tenant_.*\.outbox:`) {
 		t.Errorf("without the catalog: differences %q, want table.include.list", diffs)
 	}

@@ -53,9 +53,13 @@ func (h HeaderColumn) Key() string {
 // DefaultTraceColumn is the trace column a table is read for unless told otherwise.
 const DefaultTraceColumn = "traceparent"
 
-// reservedHeaders are keys the sinks set themselves (see each sink's package doc).
-var reservedHeaders = []string{"id", "event_type", "aggregate_type", "aggregate_id", "created_at", "payload",
-	"tombstone", TraceParentHeader, TraceStateHeader, "Nats-Msg-Id"}
+// reservedHeaders are keys the sinks set themselves under either record-headers
+// setting (see each sink's package doc).
+var reservedHeaders = []string{"id", "payload", "tombstone", TraceParentHeader, TraceStateHeader, "Nats-Msg-Id"}
+
+// walrelayHeaders are the keys walrelay sets only under record-headers walrelay
+// (record.Format.Own); under debezium a column may be placed under one of them.
+var walrelayHeaders = []string{"event_type", "aggregate_type", "aggregate_id", "created_at"}
 
 // maxHeaderColumns bounds the header columns of a table.
 const maxHeaderColumns = 64
@@ -106,10 +110,8 @@ func (c Columns) Validate() error {
 			return fmt.Errorf("column-headers: %q is not a column name (letters, digits, _ and $, not starting with a digit)", h.Column)
 		}
 		k := h.Key()
-		for _, r := range reservedHeaders {
-			if strings.EqualFold(k, r) {
-				return fmt.Errorf("column-headers: header %q is one walrelay sets itself; give column %s another header name (column:header)", k, h.Column)
-			}
+		if reservedHeader(reservedHeaders, k) {
+			return fmt.Errorf("column-headers: header %q is one walrelay sets itself; give column %s another header name (column:header)", k, h.Column)
 		}
 		if !validHeaderKey(k) {
 			return fmt.Errorf("column-headers: header %q of column %s: use letters, digits, '-', '_' and '.'", k, h.Column)
@@ -120,6 +122,29 @@ func (c Columns) Validate() error {
 		keys[strings.ToLower(k)] = true
 	}
 	return nil
+}
+
+// CheckWalrelayHeaders refuses a header column placed under a key walrelay sets
+// itself under record-headers walrelay (event_type, aggregate_type, aggregate_id,
+// created_at). It is checked where the record-headers setting is known; under
+// debezium those keys are the columns'. Validate refuses the keys reserved under both.
+func (c Columns) CheckWalrelayHeaders() error {
+	for _, h := range c.Headers {
+		if k := h.Key(); reservedHeader(walrelayHeaders, k) {
+			return fmt.Errorf("column-headers: header %q is one walrelay sets itself under record-headers walrelay; "+
+				"give column %s another header name (column:header), or set record-headers debezium, which leaves it to the column", k, h.Column)
+		}
+	}
+	return nil
+}
+
+func reservedHeader(keys []string, k string) bool {
+	for _, r := range keys {
+		if strings.EqualFold(k, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // validHeaderKey admits the keys every sink can carry (NATS headers are MIME

@@ -67,7 +67,26 @@ func (s *Settings) CheckedConfig(logger *slog.Logger) (relay.Config, error) {
 	}
 	envelope := checkEnvelope(s.Sinks, cfg.OutboxTables())
 	expand := setExpandedSchemaName(&s.Sinks, cfg.OutboxTables())
-	return cfg, errors.Join(s.Sinks.Validate(), cfg.Validate(), s.Admin.Validate(), eoSink, partitionSink, envelope, expand, s.checkSQS(cfg))
+	return cfg, errors.Join(s.Sinks.Validate(), cfg.Validate(), s.Admin.Validate(), eoSink, partitionSink, envelope, expand,
+		s.checkHeaderKeys(cfg), s.checkSQS(cfg))
+}
+
+// checkHeaderKeys refuses header columns under the keys walrelay's own headers
+// use, which depend on record-headers: under debezium only id is walrelay's
+// (record.Format.Own), so event_type and the like are the columns' to use.
+func (s *Settings) checkHeaderKeys(cfg relay.Config) error {
+	if s.Sinks.Format.IDHeaderOnly {
+		return nil
+	}
+	var errs []error
+	for _, t := range cfg.OutboxTables() {
+		if err := t.Columns.CheckWalrelayHeaders(); err != nil && len(cfg.Tables) == 0 {
+			errs = append(errs, err)
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("table %s: %w", t.Table, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // OpenSink logs the start and builds the sink of cfg (CheckedConfig's); the caller

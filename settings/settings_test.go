@@ -239,3 +239,45 @@ func TestConfigFileErrorLines(t *testing.T) {
 		})
 	}
 }
+
+// A header column may take a key walrelay's own headers use only where walrelay
+// sets that header: under record-headers debezium it sets id alone, so
+// event_type, aggregate_type, aggregate_id and created_at are the columns' (as in
+// an imported Debezium configuration placing type:header:event_type); id,
+// payload, tombstone, Nats-Msg-Id, traceparent and tracestate stay walrelay's.
+func TestSettingsHeaderKeysByRecordHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		recordHeaders, headers, want string // want "" means valid
+	}{
+		{"debezium", "type:event_type,aggregatetype:aggregate_type,aggregateid:aggregate_id,ts:created_at", ""},
+		{"walrelay", "type:event_type", `header "event_type" is one walrelay sets itself under record-headers walrelay`},
+		{"walrelay", "ts:Created_At", `header "Created_At" is one walrelay sets itself`},
+		{"walrelay", "type:kind", ""},
+		{"debezium", "event:id", `header "id" is one walrelay sets itself`},
+		{"debezium", "body:payload", `header "payload" is one walrelay sets itself`},
+		{"debezium", "gone:tombstone", `header "tombstone" is one walrelay sets itself`},
+		{"debezium", "n:Nats-Msg-Id", `header "Nats-Msg-Id" is one walrelay sets itself`},
+		{"debezium", "tp:traceparent", `header "traceparent" is one walrelay sets itself`},
+		{"debezium", "ts:tracestate", `header "tracestate" is one walrelay sets itself`},
+	} {
+		t.Run(tc.recordHeaders+" "+tc.headers, func(t *testing.T) {
+			s := settings.New()
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			s.Register(fs)
+			if err := fs.Parse([]string{"--database-url", "postgres://relay@db/app", "--kafka-brokers", "broker:9092",
+				"--record-headers", tc.recordHeaders, "--column-headers", tc.headers}); err != nil {
+				t.Fatal(err)
+			}
+			err := s.Load(fs)
+			if err == nil {
+				_, err = s.CheckedConfig(slog.New(slog.DiscardHandler))
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want valid, got %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}

@@ -156,12 +156,29 @@ func TestBadUsageExits2(t *testing.T) {
 }
 
 // TestImportDebeziumExitCodes runs the command: a Debezium configuration prints YAML
-// (exit 0), another file exits 2 with the reason.
+// (exit 0), another file exits 2 with the reason. A connector that names no
+// converter is refused (exit 2) until --worker or --key-converter and
+// --value-converter say which the worker runs.
 func TestImportDebeziumExitCodes(t *testing.T) {
 	t.Parallel()
-	res := run(t, 10*time.Second, baseEnv(), "import-debezium", "../../debezium/testdata/connect-outbox.json")
-	if res.code != 0 || !strings.Contains(res.stdout, "slot: shop_outbox_slot\n") {
-		t.Errorf("connect-outbox.json: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	const connect = "../../debezium/testdata/connect-outbox.json"
+	res := run(t, 10*time.Second, baseEnv(), "import-debezium", connect)
+	if res.code != 2 || res.stdout != "" || !strings.Contains(res.stderr, "connect-outbox.json names no key.converter and value.converter") ||
+		!strings.Contains(res.stderr, "--worker FILE") || !strings.Contains(res.stderr, "--key-converter and --value-converter") {
+		t.Errorf("connect-outbox.json alone: exit code %d, want 2 saying how to tell the converters; stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--worker", "../../debezium/testdata/connect-outbox.worker", connect)
+	if res.code != 0 || !strings.Contains(res.stdout, "slot: shop_outbox_slot\n") || !strings.Contains(res.stdout, "key-converter: string\nvalue-converter: json\nrecord-timestamp") {
+		t.Errorf("connect-outbox.json --worker: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--key-converter", "json", "--value-converter", "json",
+		"--value-converter-schemas-enable=false", connect)
+	if res.code != 0 || !strings.Contains(res.stdout, "key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\nrecord-timestamp") {
+		t.Errorf("connect-outbox.json --key-converter --value-converter: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--key-converter", "avro", connect)
+	if res.code != 2 || !strings.Contains(res.stderr, `--key-converter "avro": want string, json or bytearray`) {
+		t.Errorf("--key-converter avro: exit code %d, want 2; stderr:\n%s", res.code, res.stderr)
 	}
 	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "../../debezium/testdata/not-debezium.json")
 	if res.code != 2 || !strings.Contains(res.stderr, "not a Debezium PostgreSQL connector configuration") {
@@ -169,12 +186,13 @@ func TestImportDebeziumExitCodes(t *testing.T) {
 	}
 	// Options whose records walrelay would not reproduce: refused, each named,
 	// unless --allow-differences, which writes them as comments.
-	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "../../debezium/testdata/unsupported.json")
+	const unsupportedWorker = "../../debezium/testdata/unsupported.worker"
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--worker", unsupportedWorker, "../../debezium/testdata/unsupported.json")
 	if res.code != 2 || res.stdout != "" || !strings.Contains(res.stderr, "transforms.unwrapped.type=org.apache.kafka.connect.transforms.InsertField$Value") ||
 		!strings.Contains(res.stderr, "--allow-differences") {
 		t.Errorf("unsupported.json: exit code %d, want 2 naming the option; stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
-	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--allow-differences", "../../debezium/testdata/unsupported.json")
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--allow-differences", "--worker", unsupportedWorker, "../../debezium/testdata/unsupported.json")
 	if res.code != 0 || !strings.Contains(res.stdout, "# transforms.unwrapped.type=org.apache.kafka.connect.transforms.InsertField$Value: differs from Debezium") {
 		t.Errorf("unsupported.json --allow-differences: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}

@@ -66,6 +66,7 @@ func TestDebeziumConverters(t *testing.T) {
 		key      func(aggID string) string
 		value    func(payload *string) *string // nil: a null value
 		jsonKeys bool
+		catalog  bool // import with --database-url
 		noType   bool // the table has no type column (Debezium's router reads none)
 		nullType bool // the type column may be NULL: an optional string in Debezium's schema
 	}{
@@ -81,6 +82,66 @@ func TestDebeziumConverters(t *testing.T) {
 			worker: demoWorker,
 			key:    func(id string) string { return `"` + id + `"` },
 			// JsonConverter.convertToJson: a NULL of the optional payload schema is null.
+			value: func(p *string) *string {
+				if p == nil {
+					return ptr("null")
+				}
+				if *p == routerDocument {
+					return ptr(routerQuoted)
+				}
+				return ptr(`"` + strings.ReplaceAll(*p, `"`, `\"`) + `"`)
+			},
+			jsonKeys: true,
+		},
+		{
+			// Debezium's connect image with no KEY_CONVERTER or VALUE_CONVERTER:
+			// JsonConverter (container-images connect-base docker-entrypoint.sh), its
+			// schemas.enable from CONNECT_*_CONVERTER_SCHEMAS_ENABLE.
+			name: "json-image-defaults",
+			worker: "BOOTSTRAP_SERVERS=kafka:9092\nGROUP_ID=1\nCONNECT_KEY_CONVERTER_SCHEMAS_ENABLE=false\n" +
+				"CONNECT_VALUE_CONVERTER_SCHEMAS_ENABLE=false\n",
+			key: func(id string) string { return `"` + id + `"` },
+			value: func(p *string) *string {
+				if p == nil {
+					return ptr("null")
+				}
+				if *p == routerDocument {
+					return ptr(routerQuoted)
+				}
+				return ptr(`"` + strings.ReplaceAll(*p, `"`, `\"`) + `"`)
+			},
+			jsonKeys: true,
+		},
+		{
+			// A Strimzi KafkaConnect that sets no converter: JsonConverter for both
+			// (strimzi-kafka-operator KafkaConnectConfiguration.DEFAULTS), with
+			// JsonConverter's own schemas.enable, true.
+			name: "json-strimzi-defaults",
+			worker: "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaConnect\nmetadata:\n  name: connect\nspec:\n" +
+				"  bootstrapServers: kafka:9092\n  config:\n    group.id: connect\n",
+			key: func(id string) string { return fmt.Sprintf(keySchema, `"`+id+`"`) },
+			value: func(p *string) *string {
+				if p == nil {
+					return ptr(fmt.Sprintf(valueSchema, "null"))
+				}
+				if *p == routerDocument {
+					return ptr(fmt.Sprintf(valueSchema, routerQuoted))
+				}
+				return ptr(fmt.Sprintf(valueSchema, `"`+strings.ReplaceAll(*p, `"`, `\"`)+`"`))
+			},
+			jsonKeys: true,
+		},
+		{
+			// ByteBufferConverter hands the jsonb payload, not bytes, to its delegate
+			// (debezium-core ByteBufferConverter.fromConnectData), configured by the
+			// options under delegate.converter.type; the catalog says the column is jsonb.
+			name: "bytebuffer-json-delegate",
+			options: `, "key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+				"value.converter": "io.debezium.converters.ByteBufferConverter",
+				"value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter",
+				"value.converter.delegate.converter.type.schemas.enable": "false"`,
+			catalog: true,
+			key:     func(id string) string { return `"` + id + `"` },
 			value: func(p *string) *string {
 				if p == nil {
 					return ptr("null")
@@ -282,7 +343,7 @@ func TestDebeziumConverters(t *testing.T) {
 				table: `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
 					aggregateid varchar(255) NOT NULL, ` + typeDecl + `
 					payload jsonb, "timestamp" timestamp(6))`,
-				connector: fmt.Sprintf(connector, tc.options), worker: tc.worker,
+				connector: fmt.Sprintf(connector, tc.options), worker: tc.worker, catalog: tc.catalog,
 				topics: []string{topic}, partitions: 3,
 			})
 			ids := make([]string, len(rows))

@@ -17,7 +17,8 @@ import (
 type debeziumSetup struct {
 	table      string   // CREATE TABLE outbox ...
 	connector  string   // the connector configuration (JSON)
-	worker     string   // the Connect worker's properties; "" none
+	worker     string   // the Connect worker (--worker); "" StringConverter's, by --key-converter and --value-converter
+	catalog    bool     // import with --database-url, whose catalog says the columns' types
 	topics     []string // created before the relay starts
 	partitions int32    // of each topic
 }
@@ -49,6 +50,12 @@ func startDebeziumE2E(t *testing.T, s debeziumSetup) *debeziumE2E {
 	args := []string{"import-debezium"}
 	if s.worker != "" {
 		args = append(args, "--worker", writeFile(t, "worker.properties", s.worker))
+	} else {
+		// What the connector does not name, StringConverter writes.
+		args = append(args, "--key-converter", "string", "--value-converter", "string")
+	}
+	if s.catalog {
+		args = append(args, "--database-url", dbURL)
 	}
 	imported := run(t, time.Minute, baseEnv(), append(args, writeFile(t, "connector.json", s.connector))...)
 	if imported.code != 0 {

@@ -43,7 +43,8 @@ func TestDebeziumRouterPlacement(t *testing.T) {
 	execSQL(t, dbURL, `ALTER TABLE outbox ALTER COLUMN payload TYPE text, ADD COLUMN tenant_id text, ADD COLUMN region text,
 		ADD COLUMN part integer, ADD COLUMN tracingspancontext text, ADD COLUMN audit text`)
 
-	imported := run(t, time.Minute, baseEnv(), "import-debezium", "--allow-differences", filepath.Join("..", "..", "debezium", "testdata", "router-placement.json"))
+	imported := run(t, time.Minute, baseEnv(), "import-debezium", "--allow-differences",
+		"--worker", filepath.Join("..", "..", "debezium", "testdata", "router-placement.worker"), filepath.Join("..", "..", "debezium", "testdata", "router-placement.json"))
 	if imported.code != 0 {
 		t.Fatalf("import-debezium: exit code %d\n%s", imported.code, imported.stderr)
 	}

@@ -18,7 +18,8 @@ func TestImportDebeziumDatabaseURL(t *testing.T) {
 		CREATE TABLE tenant_a.outbox (id uuid PRIMARY KEY); CREATE TABLE tenant_b.outbox (id uuid PRIMARY KEY);
 		CREATE TABLE tenant_b.outbox_archive (id uuid PRIMARY KEY)`)
 	conf := writeFile(t, "connector.json", `{"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-		"table.include.list": "tenant_.*\\.outbox"}`)
+		"table.include.list": "tenant_.*\\.outbox", "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+		"value.converter": "org.apache.kafka.connect.storage.StringConverter"}`)
 	res := run(t, 30*time.Second, baseEnv(), "import-debezium", "--database-url", dbURL, conf)
 	if res.code != 0 || !strings.Contains(res.stdout, "tables:\n  - table: tenant_a.outbox\n") ||
 		!strings.Contains(res.stdout, "  - table: tenant_b.outbox\n") || strings.Contains(res.stdout, "outbox_archive") {

@@ -76,3 +76,38 @@ func TestDebeziumHeaderValues(t *testing.T) {
 		}
 	}
 }
+
+// TestDebeziumHeadersNamedLikeWalrelays places columns under the names walrelay's
+// own headers have under record-headers walrelay (event_type, aggregate_type,
+// aggregate_id, created_at), as a router may (col:header:alias). Debezium's
+// router sets the id header alone, so under record-headers debezium, which the
+// import writes, those headers are the columns': the relay runs, and each record
+// has id, then the placed columns under those names, with Debezium's values.
+func TestDebeziumHeadersNamedLikeWalrelays(t *testing.T) {
+	t.Parallel()
+	const connector = `{"name": "outbox-connector", "config": {
+		"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+		"plugin.name": "pgoutput", "table.include.list": "public.outbox",
+		"key.converter": "org.apache.kafka.connect.storage.StringConverter",
+		"value.converter": "org.apache.kafka.connect.storage.StringConverter",
+		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+		"transforms.outbox.table.fields.additional.placement": "type:header:event_type,aggregatetype:header:aggregate_type,aggregateid:header:aggregate_id,at:header:created_at"}}`
+	e := startDebeziumE2E(t, debeziumSetup{
+		table: `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+			aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, payload jsonb, at timestamptz)`,
+		connector: connector, topics: []string{"outbox.event.order"}, partitions: 1,
+	})
+	id := e.insert(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, at) VALUES
+		(gen_random_uuid(), 'order', 'ord-7', 'OrderShipped', '{"n": 7}', '2024-05-01 12:00:00+00') RETURNING id::text`)
+	want := []string{"id=" + id, "event_type=OrderShipped", "aggregate_type=order", "aggregate_id=ord-7",
+		"created_at=2024-05-01T12:00:00.000000Z"}
+	for _, r := range e.records(`outbox\..*`, []string{id}) {
+		var got []string
+		for _, h := range r.Headers {
+			got = append(got, h.Key+"="+string(h.Value))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("headers %q, want %q", got, want)
+		}
+	}
+}

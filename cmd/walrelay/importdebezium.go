@@ -13,7 +13,8 @@ import (
 )
 
 func importDebeziumCommand() *cobra.Command {
-	var workerFile string
+	var workerFile, keyConverter, valueConverter string
+	var keySchemas, valueSchemas bool
 	var allowDifferences bool
 	var databaseURL string
 	cmd := &cobra.Command{
@@ -22,9 +23,12 @@ func importDebeziumCommand() *cobra.Command {
 		Long: "import-debezium reads a Debezium PostgreSQL connector configuration, as JSON for Kafka Connect's\n" +
 			"REST API, as a Debezium Server .properties file or as a Strimzi KafkaConnector resource (YAML), and\n" +
 			"prints the walrelay configuration file that does the same on stdout. Converters are read from the\n" +
-			"connector, else from the Kafka Connect worker's properties (--worker) or a Strimzi KafkaConnect in\n" +
-			"the same YAML. Regular expressions in table.include.list are resolved against the tables of\n" +
-			"--database-url. An option that changes the records and that walrelay cannot\n" +
+			"connector, else from --key-converter/--value-converter, else from the worker (--worker: its properties,\n" +
+			"a Strimzi KafkaConnect, or the environment of Debezium's connect image) or the platform the file is\n" +
+			"for (Debezium Server's formats, a Strimzi KafkaConnect in the same YAML), with the platform's defaults;\n" +
+			"a connector that names no converter with nothing saying which worker runs it is refused. The tables\n" +
+			"of --database-url resolve the regular expressions in table.include.list, and their column types say\n" +
+			"what ByteBufferConverter writes. An option that changes the records and that walrelay cannot\n" +
 			"reproduce makes it exit 2 naming the option, unless --allow-differences; options that change no\n" +
 			"record and have no equivalent are printed as comments. Passwords are not copied.",
 		Args: cobra.ExactArgs(1),
@@ -33,21 +37,32 @@ func importDebeziumCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read the Debezium configuration: %w", err)
 			}
-			var worker map[string]string
+			var opts debezium.Options
 			if workerFile != "" {
 				w, err := os.ReadFile(workerFile)
 				if err != nil {
-					return fmt.Errorf("read the Kafka Connect worker properties (--worker): %w", err)
+					return fmt.Errorf("read the Kafka Connect worker (--worker): %w", err)
 				}
-				worker = debezium.ParseProperties(string(w))
-			}
-			var catalog []string
-			if databaseURL != "" {
-				if catalog, err = debezium.CatalogTables(cmd.Context(), databaseURL); err != nil {
+				if opts.Worker, err = debezium.ReadWorker(filepath.Base(workerFile), w); err != nil {
 					return err
 				}
 			}
-			out, diffs, err := debezium.Import(filepath.Base(args[0]), data, worker, catalog)
+			flag := func(name string, v *bool) *bool {
+				if cmd.Flags().Changed(name) {
+					return v
+				}
+				return nil
+			}
+			if opts.Converters, err = debezium.ConverterFlags(keyConverter, valueConverter,
+				flag("key-converter-schemas-enable", &keySchemas), flag("value-converter-schemas-enable", &valueSchemas)); err != nil {
+				return err
+			}
+			if databaseURL != "" {
+				if opts.Catalog, err = debezium.ReadCatalog(cmd.Context(), databaseURL); err != nil {
+					return err
+				}
+			}
+			out, diffs, err := debezium.Import(filepath.Base(args[0]), data, opts)
 			if err != nil {
 				return err
 			}
@@ -60,10 +75,17 @@ func importDebeziumCommand() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&workerFile, "worker", "", "the Kafka Connect worker's properties file (connect-distributed.properties), "+
-		"where key.converter and value.converter are usually set")
-	cmd.Flags().StringVar(&databaseURL, "database-url", "", "the outbox database, whose tables resolve the regular expressions "+
-		"of table.include.list (without it such an entry is a difference)")
+	cmd.Flags().StringVar(&workerFile, "worker", "", "the Kafka Connect worker that runs the connector, where key.converter and "+
+		"value.converter are usually set: its properties file (connect-distributed.properties), a Strimzi KafkaConnect (YAML), "+
+		"or an environment file of Debezium's connect image (KEY_CONVERTER, VALUE_CONVERTER, CONNECT_* variables)")
+	cmd.Flags().StringVar(&keyConverter, "key-converter", "", "the worker's key converter, as walrelay's key-converter: string, json or bytearray "+
+		"(instead of --worker)")
+	cmd.Flags().StringVar(&valueConverter, "value-converter", "", "the worker's value converter, as walrelay's value-converter: string, json "+
+		"or bytearray (instead of --worker)")
+	cmd.Flags().BoolVar(&keySchemas, "key-converter-schemas-enable", true, "with --key-converter json: the worker's key.converter.schemas.enable")
+	cmd.Flags().BoolVar(&valueSchemas, "value-converter-schemas-enable", true, "with --value-converter json: the worker's value.converter.schemas.enable")
+	cmd.Flags().StringVar(&databaseURL, "database-url", "", "the outbox database: its tables resolve the regular expressions "+
+		"of table.include.list (without it such an entry is a difference), its column types what ByteBufferConverter writes")
 	cmd.Flags().BoolVar(&allowDifferences, "allow-differences", false, "write the YAML even where walrelay's records would differ "+
 		"from Debezium's (each difference is a comment)")
 	return cmd
