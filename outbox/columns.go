@@ -59,6 +59,13 @@ const DefaultTraceColumn = "traceparent"
 var reservedHeaders = []string{"id", "event_type", "aggregate_type", "aggregate_id", "created_at", "payload",
 	"tombstone", TraceParentHeader, TraceStateHeader, "Nats-Msg-Id"}
 
+// webhookHeader is a name of the Standard Webhooks headers the HTTP sink sets
+// (webhook-id, webhook-timestamp, webhook-signature, and any later one); it maps
+// _ to -, so webhook_ is theirs too.
+func webhookHeader(k string) bool {
+	return len(k) >= 8 && strings.EqualFold(k[:8], "webhook-") || len(k) >= 8 && strings.EqualFold(k[:8], "webhook_")
+}
+
 // maxHeaderColumns bounds the header columns of a table.
 const maxHeaderColumns = 64
 
@@ -109,7 +116,7 @@ func (c Columns) Validate() error {
 		}
 		k := h.Key()
 		for _, r := range reservedHeaders {
-			if strings.EqualFold(k, r) {
+			if strings.EqualFold(k, r) || webhookHeader(k) {
 				return fmt.Errorf("column-headers: header %q is one walrelay sets itself; give column %s another header name (column:header)", k, h.Column)
 			}
 		}
