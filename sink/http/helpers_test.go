@@ -5,14 +5,18 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/url"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/sink"
 	httpsink "github.com/walrelay/walrelay/sink/http"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // secret is a Standard Webhooks secret of 32 bytes, n telling them apart.
 func secret(n byte) string {
