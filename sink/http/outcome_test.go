@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -239,10 +240,7 @@ func TestRedirects(t *testing.T) {
 		s := newSink(t, config(srv.URL+path))
 		o := newOutcomes()
 		s.Publish(event("e"+path, "order", "o1"), o.done("e"+path))
-		deadline := time.Now().Add(30 * time.Second)
-		for s.LastError() == nil && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testenv.Eventually(30*time.Second, func() bool { return s.LastError() != nil })
 		err := s.LastError()
 		if err == nil || !strings.Contains(err.Error(), target) {
 			t.Fatalf("%s: sink reports %v, want an error naming %s", path, err, target)

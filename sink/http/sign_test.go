@@ -118,9 +118,7 @@ func TestRetryIsSignedAgain(t *testing.T) {
 			return
 		}
 		if err := verify(r, body, false); err != nil {
-			problems = append(problems, "retry: "+err.Error())
-			w.WriteHeader(nethttp.StatusUnauthorized)
-			return
+			problems = append(problems, "retry: "+err.Error()) // answered 200 all the same, so that the test ends
 		}
 		w.WriteHeader(nethttp.StatusOK)
 	}))
