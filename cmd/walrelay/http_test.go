@@ -29,6 +29,7 @@ type httpReceiver struct {
 	srv    *httptest.Server
 	wh     *standardwebhooks.Webhook
 	answer func(id string) (int, string)
+	auths  sync.Map // the Authorization values seen
 	mu     struct {
 		sync.Mutex
 		count  map[string]int
@@ -66,6 +67,7 @@ func newHTTPReceiver(t *testing.T, answer func(id string) (int, string)) *httpRe
 func (r *httpReceiver) ServeHTTP(w nethttp.ResponseWriter, req *nethttp.Request) {
 	body, err := io.ReadAll(req.Body)
 	id := req.Header.Get("Webhook-Id")
+	r.auths.Store(req.Header.Get("Authorization"), true)
 	r.mu.Lock()
 	switch {
 	case err != nil:
@@ -263,6 +265,72 @@ func TestHTTPDeadLetterRefused(t *testing.T) {
 	for _, e := range events[1:] {
 		if count[e.ID] != 1 {
 			t.Errorf("event %s received %d times, want once", e.ID, count[e.ID])
+		}
+	}
+}
+
+// A receiver that refuses the credentials (401) turns every health signal, as a
+// broker outage does, and hands nothing over: no dead letter, and once it takes
+// them every event arrives. The Authorization value, read from the environment,
+// shows in no log line and not on /readyz.
+func TestHTTPUnusableEndpointHoldsAndTurnsHealth(t *testing.T) {
+	t.Parallel()
+	const token = "Bearer s3cretT0kenOfTheReceiver"
+	var refusing sync.Mutex
+	refuse := true
+	rcv := newHTTPReceiver(t, func(id string) (int, string) {
+		refusing.Lock()
+		defer refusing.Unlock()
+		if refuse {
+			return nethttp.StatusUnauthorized, "unknown token"
+		}
+		return 0, ""
+	})
+	dbURL := testenv.MigratedDatabase(t)
+	conn := testenv.Connect(t, dbURL)
+	slot, admin := slotName(t, ""), testenv.FreeAddr(t)
+	env := httpEnv(dbURL, slot, rcv.srv.URL+"/hooks", "WALRELAY_METRICS_ADDR="+admin, "WALRELAY_ACK_TIMEOUT=1s",
+		"WALRELAY_HTTP_HEADERS=Authorization=env:WALRELAY_TEST_RECEIVER_TOKEN", "WALRELAY_TEST_RECEIVER_TOKEN="+token,
+		"WALRELAY_POLL_INTERVAL=200ms", "WALRELAY_MAX_ATTEMPTS=2")
+	relay := startProc(t, "relay", env, "run")
+	waitStreaming(t, conn, slot, relay)
+	testenv.WriteTx(t, conn, []string{"held"}, "e", 3, false)
+	var readyz string
+	if !poll(30*time.Second, func() bool {
+		code, body := httpGetCode(t, "http://"+admin+"/readyz")
+		readyz = body
+		return code == nethttp.StatusServiceUnavailable && strings.Contains(body, "broker not acknowledging")
+	}) {
+		t.Fatalf("/readyz does not say the endpoint is not acknowledging: %s", readyz)
+	}
+	if !poll(30*time.Second, func() bool { return strings.Contains(relay.output.String(), "refuses every event") }) {
+		t.Fatalf("no WARN line about the refusing endpoint:\n%s", relay.output.String())
+	}
+	refusing.Lock()
+	refuse = false
+	refusing.Unlock()
+	testenv.WaitFor(t, time.Minute, "3 events received once the endpoint takes them", func() bool {
+		c, _ := rcv.delivered()
+		return len(c) == 3
+	})
+	testenv.WaitFor(t, 30*time.Second, "/readyz 200 again", func() bool {
+		code, _ := httpGetCode(t, "http://"+admin+"/readyz")
+		return code == nethttp.StatusOK
+	})
+	var dead int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events_dead_letters").Scan(&dead); err != nil {
+		t.Fatal(err)
+	}
+	relay.stop(15 * time.Second)
+	if dead != 0 {
+		t.Errorf("%d dead letters: refused credentials are the endpoint's, not the events'", dead)
+	}
+	if _, ok := rcv.auths.Load(token); !ok {
+		t.Errorf("no request carried the Authorization header from the environment")
+	}
+	for where, text := range map[string]string{"the relay's output": relay.output.String(), "/readyz": readyz} {
+		if strings.Contains(text, "s3cretT0ken") {
+			t.Errorf("%s shows the Authorization value: %s", where, text)
 		}
 	}
 }
