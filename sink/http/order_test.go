@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	httpsink "github.com/walrelay/walrelay/sink/http"
 )
 
 // Each aggregate's events arrive one request at a time and in order, through
@@ -113,11 +115,13 @@ func TestPublishNeverBlocks(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	n := 0
+	conns := map[string]bool{} // client addresses: connections kept alive are few
 	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		<-release
 		mu.Lock()
 		n++
+		conns[r.RemoteAddr] = true
 		mu.Unlock()
 		w.WriteHeader(204)
 	}))
@@ -147,5 +151,8 @@ func TestPublishNeverBlocks(t *testing.T) {
 	defer mu.Unlock()
 	if n != total {
 		t.Fatalf("%d requests, want %d", n, total)
+	}
+	if len(conns) > httpsink.DefaultMaxConnections {
+		t.Fatalf("%d requests over %d connections, want at most %d kept alive", n, len(conns), httpsink.DefaultMaxConnections)
 	}
 }
