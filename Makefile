@@ -93,7 +93,7 @@ test-race: setup
 
 # bench: decoder cost per message, WAL and throughput per --on-publish mode (and of the
 # record of what the relay confirmed) and for the table-less outbox against the table,
-# the relay's work per single-event transaction and per status interval, the SQS and
+# the relay's work per single-event transaction and per status interval, the SQS, HTTP and
 # Pub/Sub sinks' drains against their test servers' ceilings, then the harness (bench/, a
 # module of its own): the goals side by side, the cost by load (idle, each rate, the
 # backlog), drain, latency, modes and pgoutput options (BENCHMARKS.md). It runs in bench/: its relative paths are bench/'s.
@@ -109,6 +109,7 @@ bench: setup
 	$(GO) test -run XXX -bench StatusIntervalWork -benchtime 2000x ./relay/
 	$(GO) test -run XXX -bench Drain -benchtime 20000x ./sink/sqs/
 	$(GO) test -run XXX -bench Drain -benchtime 50000x ./sink/pubsub/
+	$(GO) test -run XXX -bench Drain -benchtime 20000x ./sink/http/
 	$(GO) -C bench run . -out ../bench-results.json -md ../bench-results.md
 
 # bench-record: the harness at default sizes, its results kept under the date and commit

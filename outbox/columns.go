@@ -61,6 +61,13 @@ var reservedHeaders = []string{"id", "payload", "tombstone", TraceParentHeader, 
 // (record.Format.Own); under debezium a column may be placed under one of them.
 var walrelayHeaders = []string{"event_type", "aggregate_type", "aggregate_id", "created_at"}
 
+// webhookHeader is a name of the Standard Webhooks headers the HTTP sink sets
+// (webhook-id, webhook-timestamp, webhook-signature, and any later one); it maps
+// _ to -, so webhook_ is theirs too.
+func webhookHeader(k string) bool {
+	return len(k) >= 8 && strings.EqualFold(k[:8], "webhook-") || len(k) >= 8 && strings.EqualFold(k[:8], "webhook_")
+}
+
 // maxHeaderColumns bounds the header columns of a table.
 const maxHeaderColumns = 64
 
@@ -110,7 +117,7 @@ func (c Columns) Validate() error {
 			return fmt.Errorf("column-headers: %q is not a column name (letters, digits, _ and $, not starting with a digit)", h.Column)
 		}
 		k := h.Key()
-		if reservedHeader(reservedHeaders, k) {
+		if reservedHeader(reservedHeaders, k) || webhookHeader(k) {
 			return fmt.Errorf("column-headers: header %q is one walrelay sets itself; give column %s another header name (column:header)", k, h.Column)
 		}
 		if !validHeaderKey(k) {

@@ -11,6 +11,7 @@ import (
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
+	httpsink "github.com/walrelay/walrelay/sink/http"
 	"github.com/walrelay/walrelay/sink/sinks"
 )
 
@@ -85,7 +86,7 @@ func New() *Settings {
 		{name: "database-auth", usage: "password (the URL's, or PGPASSWORD/.pgpass), or aws-iam (an RDS/Aurora IAM token for the URL's user, " +
 			"signed with the standard AWS credentials before each connection; needs AWS_REGION or a configured region)",
 			def: AuthPassword, set: func(v string) error { s.DatabaseAuth = v; return nil }},
-		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq, redis (streams), sqs or pubsub (Google Pub/Sub)", def: string(b.Kind),
+		{name: "sink", usage: "broker: kafka, nats (JetStream), rabbitmq, redis (streams), sqs, pubsub (Google Pub/Sub) or http (a POST per event, signed webhooks)", def: string(b.Kind),
 			set: func(v string) error { b.Kind = sinks.Kind(v); return nil }},
 		{name: "kafka-brokers", usage: "Kafka brokers, comma-separated host:port", kind: kindList,
 			set: func(v string) error { b.Kafka.Brokers = splitList(v); return nil }},
@@ -119,6 +120,18 @@ func New() *Settings {
 		urlSetting("pubsub-endpoint", "Pub/Sub endpoint host:port, e.g. a locational us-east1-pubsub.googleapis.com:443 (empty: the global one)", &b.PubSub.Endpoint),
 		urlSetting("pubsub-emulator-host", "host:port of a Pub/Sub emulator or fake, in plaintext without credentials (empty: Google's service)", &b.PubSub.EmulatorHost),
 		str("pubsub-credentials-file", "service account key JSON (empty: Application Default Credentials, e.g. GOOGLE_APPLICATION_CREDENTIALS)", &b.PubSub.CredentialsFile),
+		urlSetting("http-url", "where each event is POSTed (--sink http), http:// or https://; its path and query may use {aggregate_type} and {event_type}", &b.HTTP.URL),
+		dur("http-timeout", "longest wait for the endpoint's answer to one request", &b.HTTP.Timeout),
+		num("http-max-connections", "requests under way at once, each for a different aggregate (one at a time per aggregate)", &b.HTTP.MaxConnections),
+		str("http-tls-ca-file", "PEM file of the CA that signed the endpoint's certificate (default: system roots)", &b.HTTP.CAFile),
+		str("http-tls-cert-file", "PEM client certificate, for endpoints that require one", &b.HTTP.CertFile),
+		str("http-tls-key-file", "PEM key of the client certificate", &b.HTTP.KeyFile),
+		{name: "http-headers", usage: "headers sent with every request, comma-separated Name=env:VARIABLE or Name=file:PATH " +
+			"(e.g. Authorization=file:/run/secrets/token); values are read from there, never written in the configuration, never logged", kind: kindList,
+			set: func(v string) error { return setHTTPHeaders(v, &b.HTTP.Headers) }},
+		{name: "http-signing-secrets", usage: "Standard Webhooks secrets (whsec_...), comma-separated env:VARIABLE or file:PATH (a file may hold " +
+			"several, one a line); each request is signed with every one, for a key rotation (empty: unsigned)", kind: kindList,
+			set: func(v string) error { b.HTTP.SigningSecrets = splitList(v); return nil }},
 		str("table", "outbox table, optionally schema-qualified", &c.Table),
 		str("column-id", "the table's event id column (uuid, text or bigint): the id header, for deduplication", &c.Columns.ID),
 		str("column-aggregate-type", "the table's aggregate type column (topic template's {aggregate_type})", &c.Columns.AggregateType),
@@ -239,6 +252,20 @@ func setHeaderColumns(v string, p *[]outbox.HeaderColumn) error {
 	hs, err := outbox.ParseHeaderColumns(v)
 	if err != nil {
 		return err
+	}
+	*p = hs
+	return nil
+}
+
+// setHTTPHeaders parses --http-headers: Name=env:VARIABLE or Name=file:PATH.
+func setHTTPHeaders(v string, p *[]httpsink.Header) error {
+	var hs []httpsink.Header
+	for _, item := range splitList(v) {
+		h, err := httpsink.ParseHeader(item)
+		if err != nil {
+			return err
+		}
+		hs = append(hs, h)
 	}
 	*p = hs
 	return nil

@@ -1,7 +1,7 @@
 // Package sink defines how the relay hands events to a broker (Sink), and what
 // exactly-once delivery needs of one (Transactional). The brokers are its
 // subpackages: sink/kafka, sink/nats, sink/rabbitmq, sink/redis, sink/sqs,
-// sink/pubsub;
+// sink/pubsub, sink/http;
 // sink/sinks builds any of them from one configuration.
 //
 // A sink acknowledges each event through a callback only when the broker made it

@@ -38,11 +38,11 @@ func main() {
 func newRoot() *cobra.Command {
 	root := groupCommand(&cobra.Command{
 		Use:   "walrelay",
-		Short: "Relay PostgreSQL outbox rows to Kafka, NATS JetStream, RabbitMQ, Redis Streams, Amazon SQS or Google Pub/Sub",
+		Short: "Relay PostgreSQL outbox rows to Kafka, NATS JetStream, RabbitMQ, Redis Streams, Amazon SQS, Google Pub/Sub or HTTP",
 		Long: "walrelay publishes every row committed to the outbox table to a broker (Kafka, NATS JetStream,\n" +
-			"RabbitMQ, Redis Streams, Amazon SQS or Google Pub/Sub), at least once and in commit order per\n" +
-			"aggregate, reading inserts from the WAL through a logical replication slot (or polling the\n" +
-			"table, --mode poll).\n\n" +
+			"RabbitMQ, Redis Streams, Amazon SQS, Google Pub/Sub) or an HTTP endpoint (signed webhooks),\n" +
+			"at least once and in commit order per aggregate, reading inserts from the WAL through a logical\n" +
+			"replication slot (or polling the table, --mode poll).\n\n" +
 			"Settings come from flags, WALRELAY_* environment variables and an optional YAML file (--config),\n" +
 			"in that order of precedence.",
 		Version:       buildinfo.Read().String(),

@@ -16,6 +16,7 @@ import (
 	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
+	httpsink "github.com/walrelay/walrelay/sink/http"
 	"github.com/walrelay/walrelay/sink/kafka"
 	"github.com/walrelay/walrelay/sink/nats"
 	"github.com/walrelay/walrelay/sink/pubsub"
@@ -34,6 +35,7 @@ const (
 	Redis    Kind = "redis"
 	SQS      Kind = "sqs"
 	PubSub   Kind = "pubsub"
+	HTTP     Kind = "http"
 )
 
 // Config selects a broker and configures it.
@@ -41,7 +43,7 @@ type Config struct {
 	Kind Kind
 	// TopicTemplate names the Kafka topic, the NATS subject, the Redis stream, the SQS
 	// queue and the Pub/Sub topic; {aggregate_type} and {event_type} are replaced. RabbitMQ has its
-	// own templates.
+	// own templates, and the HTTP sink its URL (HTTP.URL).
 	TopicTemplate string
 	// Format is how an event becomes a record (key, value, headers, timestamp),
 	// the same for every broker: the selected broker's own Format (Kafka.Format,
@@ -53,6 +55,7 @@ type Config struct {
 	Redis    redis.Config
 	SQS      sqs.Config
 	PubSub   pubsub.Config
+	HTTP     httpsink.Config
 }
 
 // DefaultConfig is Kafka, with each broker's defaults.
@@ -67,6 +70,7 @@ func DefaultConfig() Config {
 		Redis:    redis.DefaultConfig(),
 		SQS:      sqs.DefaultConfig(),
 		PubSub:   pubsub.DefaultConfig(),
+		HTTP:     httpsink.DefaultConfig(),
 	}
 }
 
@@ -102,8 +106,11 @@ func (c Config) Validate() error {
 	case PubSub:
 		p := c.pubsub(nil)
 		err = p.Validate()
+	case HTTP:
+		h := c.http(nil)
+		err = h.Validate()
 	default:
-		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis, sqs or pubsub", c.Kind)
+		return fmt.Errorf("sink %q: want kafka, nats, rabbitmq, redis, sqs, pubsub or http", c.Kind)
 	}
 	if err != nil && c.Kind != Kafka {
 		return fmt.Errorf("%s sink: %w", c.Kind, err)
@@ -155,6 +162,13 @@ func (c Config) pubsub(log *slog.Logger) pubsub.Config {
 	return p
 }
 
+func (c Config) http(log *slog.Logger) httpsink.Config {
+	h := c.HTTP
+	h.Format = c.Format
+	h.Logger = log
+	return h
+}
+
 // Open builds the selected broker's client, sized above w. A client that must reach
 // its broker to start (RabbitMQ) is retried with backoff between retryMin and
 // retryMax until ctx ends; the others fail only on their configuration, which
@@ -172,6 +186,8 @@ func Open(ctx context.Context, c Config, w Window, log *slog.Logger, retryMin, r
 			return sqs.New(c.sqs())
 		case PubSub:
 			return pubsub.New(c.pubsub(log))
+		case HTTP:
+			return httpsink.New(c.http(log))
 		}
 		return kafka.New(c.kafka(w))
 	}
@@ -211,6 +227,8 @@ func (c Config) Addresses() []string {
 		if c.PubSub.Endpoint != "" {
 			addrs = []string{c.PubSub.Endpoint}
 		}
+	case HTTP:
+		addrs = []string{c.HTTP.URL}
 	}
 	out := make([]string, 0, len(addrs))
 	for _, a := range addrs {

@@ -21,7 +21,7 @@ func TestValidate(t *testing.T) {
 		{"zstd", func(c *sinks.Config) { c.Kafka.Compression = "zstd" }, ""},
 		{"bad compression", func(c *sinks.Config) { c.Kafka.Compression = "brotli" }, "unknown compression"},
 		{"short event timeout", func(c *sinks.Config) { c.Kafka.EventTimeout = 1 }, "event timeout"},
-		{"unknown broker", func(c *sinks.Config) { c.Kind = "mqtt" }, "want kafka, nats, rabbitmq, redis, sqs or pubsub"},
+		{"unknown broker", func(c *sinks.Config) { c.Kind = "mqtt" }, "want kafka, nats, rabbitmq, redis, sqs, pubsub or http"},
 		{"sqs fifo", func(c *sinks.Config) { c.Kind, c.TopicTemplate = sinks.SQS, "outbox-{aggregate_type}.fifo" }, ""},
 		{"sqs with the kafka template", func(c *sinks.Config) { c.Kind = sinks.SQS }, "letters, digits, '-' and '_' only"},
 		{"sqs bad endpoint", func(c *sinks.Config) {
@@ -29,6 +29,8 @@ func TestValidate(t *testing.T) {
 		}, "sqs sink: sqs endpoint"},
 		{"pubsub without project", func(c *sinks.Config) { c.Kind = sinks.PubSub }, "pubsub sink: project is required"},
 		{"pubsub", func(c *sinks.Config) { c.Kind, c.PubSub.Project = sinks.PubSub, "p" }, ""},
+		{"http without url", func(c *sinks.Config) { c.Kind = sinks.HTTP }, "http sink: url is required"},
+		{"http", func(c *sinks.Config) { c.Kind, c.HTTP.URL = sinks.HTTP, "https://hooks.example.com/{aggregate_type}" }, ""},
 		{"nats without url", func(c *sinks.Config) { c.Kind, c.NATS.URL = sinks.NATS, "" }, "nats sink"},
 		{"redis", func(c *sinks.Config) { c.Kind, c.Kafka.Brokers = sinks.Redis, nil }, ""},
 	} {
@@ -73,6 +75,9 @@ func TestRecordFormat(t *testing.T) {
 		{"pubsub value json", sinks.PubSub, func(f *record.Format) { f.ValueConverter, f.IDHeaderOnly = record.JSON, true }, ""},
 		{"pubsub key json", sinks.PubSub, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
 		{"pubsub event timestamp", sinks.PubSub, func(f *record.Format) { f.EventTimestamp = true }, "publishTime"},
+		{"http value bytearray", sinks.HTTP, func(f *record.Format) { f.ValueConverter = record.ByteArray }, ""},
+		{"http key json", sinks.HTTP, func(f *record.Format) { f.KeyConverter = record.JSON }, "no key"},
+		{"http event timestamp", sinks.HTTP, func(f *record.Format) { f.EventTimestamp = true }, "record-timestamp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := sinks.DefaultConfig()
@@ -80,6 +85,7 @@ func TestRecordFormat(t *testing.T) {
 			c.Kafka.Brokers = []string{"127.0.0.1:9092"}
 			c.NATS.URL = "nats://127.0.0.1:4222"
 			c.PubSub.Project = "p"
+			c.HTTP.URL = "http://127.0.0.1:8080/hooks"
 			tc.tweak(&c.Format)
 			err := c.Validate()
 			switch {
