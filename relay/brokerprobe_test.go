@@ -98,7 +98,7 @@ func TestIdleBrokerLostIsSeenByStandby(t *testing.T) {
 		return gaugeValue(t, leader.reg, "walrelay_leader") == 1 && streamer(t, conn, "idlestandby") == "idlestandby_a"
 	})
 	standby := startProbed(t, dbURL, broker.addrs(), "idlestandby", "idlestandby_b", nil)
-	waitHTTP(t, standby.url()+"/readyz", http.StatusServiceUnavailable, "standby")
+	waitHTTP(t, standby.url()+"/readyz?streaming", http.StatusServiceUnavailable, "standby")
 	deliverOne(t, conn, broker.addrs(), "before")
 
 	broker.close()
