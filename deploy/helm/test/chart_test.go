@@ -311,3 +311,16 @@ func read(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// The product's module carries no Helm or Kubernetes module: they stay in this one.
+func TestProductModuleCarriesNoHelm(t *testing.T) {
+	for _, f := range []string{"../../../go.mod", "../../../go.sum"} {
+		for _, line := range strings.Split(string(read(t, f)), "\n") {
+			for _, mod := range []string{"helm.sh/", "k8s.io/", "sigs.k8s.io/", "prometheus-operator"} {
+				if strings.Contains(line, mod) {
+					t.Errorf("%s: %q; keep Helm and Kubernetes modules in deploy/helm/test", f, line)
+				}
+			}
+		}
+	}
+}
