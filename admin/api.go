@@ -175,7 +175,7 @@ func (a *relayAPI) serveStatus(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, ops.NewStatusReport(st))
 }
 
-// health is what the relay says of itself: /readyz's answer and when it last
+// health is what the relay says of itself: /readyz?streaming's answer and when it last
 // confirmed events.
 func health(r *relay.Relay) *ops.RelayHealth {
 	ready, why := r.Ready()

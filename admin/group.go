@@ -19,18 +19,24 @@ func groupMux(ctx context.Context, g *relay.Group, guard func(http.Handler) http
 	return mux
 }
 
-// serveGroupReady answers /readyz: with ?database=NAME that database's readiness,
-// as a relay of its own answers; without, one line per database, and 200 when each
-// is ready or waiting as a standby for another instance to release it.
+// serveGroupReady answers /readyz: with ?database=NAME that database's answer, as
+// a relay of its own gives it; without, one line per database, and 200 when each
+// answers ready. Either way a healthy standby counts as ready unless ?streaming
+// asks whether each streams (readyz.go).
 func serveGroupReady(g *relay.Group, w http.ResponseWriter, req *http.Request) {
+	streaming, ok := streamingAsked(w, req)
+	if !ok {
+		return
+	}
+	answer := g.MemberAvailable
+	if streaming {
+		answer = g.MemberReady
+	}
 	if name := req.URL.Query().Get("database"); name != "" {
 		for _, m := range g.Members() {
 			if m.Name == name {
-				ready, why := g.MemberReady(m)
-				if !ready {
-					w.WriteHeader(http.StatusServiceUnavailable)
-				}
-				fmt.Fprintln(w, why)
+				ready, why := answer(m)
+				writeReady(w, ready, why)
 				return
 			}
 		}
@@ -41,16 +47,11 @@ func serveGroupReady(g *relay.Group, w http.ResponseWriter, req *http.Request) {
 	var b strings.Builder
 	all := true
 	for _, m := range g.Members() {
-		ready, why := g.MemberReady(m)
-		if !ready && !m.Relay.Standby() {
-			all = false
-		}
+		ready, why := answer(m)
+		all = all && ready
 		fmt.Fprintf(&b, "%s: %s\n", m.Name, why)
 	}
-	if !all {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	fmt.Fprint(w, b.String())
+	writeReady(w, all, strings.TrimSuffix(b.String(), "\n"))
 }
 
 func memberNames(members []relay.Member) []string {

@@ -36,12 +36,17 @@ func Serve(ctx context.Context, r *relay.Relay, opts Options) error {
 	r.Logger().Info("serving /metrics, /healthz and /readyz, and the admin API", "addr", ln.Addr().String())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler(r.Gatherer(), r.Registerer()))
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ready, why := r.Ready()
-		if !ready {
-			w.WriteHeader(http.StatusServiceUnavailable)
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, req *http.Request) {
+		streaming, ok := streamingAsked(w, req)
+		if !ok {
+			return
 		}
-		fmt.Fprintln(w, why)
+		answer := r.Available
+		if streaming {
+			answer = r.Ready
+		}
+		ready, why := answer()
+		writeReady(w, ready, why)
 	})
 	guard := adminGuard(opts.Token, opts.Hosts, ln.Addr(), r.Logger())
 	adminHandlers(ctx, mux, guard, []relay.Member{{Relay: r}})

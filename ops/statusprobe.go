@@ -32,7 +32,7 @@ type RelayHealth struct {
 // probeTimeout bounds each request to the relay.
 const probeTimeout = 3 * time.Second
 
-// probeRelay asks the relay at base (http://host:port) for /readyz and reads the
+// probeRelay asks the relay at base (http://host:port) for /readyz?streaming and reads the
 // time of its last event confirmation from /metrics; with database set, of that
 // database of a relay that runs several (Group). Where the metrics name other slots
 // and not slot, another relay answers there: it is reported unreachable, not taken
@@ -40,9 +40,11 @@ const probeTimeout = 3 * time.Second
 func probeRelay(ctx context.Context, base, slot, database string) *RelayHealth {
 	base = strings.TrimSuffix(base, "/")
 	h := &RelayHealth{URL: redact.URL(base)} // shown by status: --admin-url may carry a token
-	readyz := base + "/readyz"
+	// ?streaming: status reports a relay that does not move events, a standby too,
+	// where the bare /readyz counts a healthy standby as ready (package admin).
+	readyz := base + "/readyz?streaming"
 	if database != "" {
-		readyz += "?database=" + url.QueryEscape(database)
+		readyz += "&database=" + url.QueryEscape(database)
 	}
 	code, body, err := get(ctx, readyz)
 	if err != nil {

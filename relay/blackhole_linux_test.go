@@ -72,7 +72,7 @@ func TestTakeoverWhenNetworkDropsSilently(t *testing.T) {
 	a := startInstance(t, viaPath.String(), broker, "hole", "hole_a")
 	waitFor(t, 30*time.Second, "hole_a to stream", func() bool { return a.leader(t) && streamer(t, conn, "hole") == "hole_a" })
 	b := startInstance(t, dbURL, broker, "hole", "hole_b")
-	waitHTTP(t, "http://"+b.addr+"/readyz", http.StatusServiceUnavailable, "standby")
+	waitHTTP(t, "http://"+b.addr+"/readyz?streaming", http.StatusServiceUnavailable, "standby")
 	consumer := testenv.NewConsumer(t, broker.ListenAddrs(), `outbox\.event\..*`)
 	aggs := aggregates("bh", 8)
 	written := testenv.WriteTx(t, conn, aggs, "before", 50, false)
@@ -101,7 +101,7 @@ func TestTakeoverWhenNetworkDropsSilently(t *testing.T) {
 
 	// When the network comes back, the old leader finds the lock taken and waits.
 	path.heal(t)
-	waitHTTP(t, "http://"+a.addr+"/readyz", http.StatusServiceUnavailable, "standby")
+	waitHTTP(t, "http://"+a.addr+"/readyz?streaming", http.StatusServiceUnavailable, "standby")
 	if s := streamer(t, conn, "hole"); s != "hole_b" {
 		t.Fatalf("after the network came back %q streams, want hole_b", s)
 	}

@@ -87,7 +87,8 @@ func TestIdleKafkaBrokerSilentIsSeen(t *testing.T) {
 
 // A standby (an instance waiting for the leadership lock) probes the broker too: it
 // sees a broker closed while the outbox is idle as the leader does, within the same
-// bound, and turns back with it.
+// bound (its /readyz 503 naming the broker), and turns back with it (/readyz 200,
+// a healthy standby).
 func TestIdleBrokerLostIsSeenByStandby(t *testing.T) {
 	t.Parallel()
 	dbURL := testenv.MigratedDatabase(t)
@@ -98,7 +99,7 @@ func TestIdleBrokerLostIsSeenByStandby(t *testing.T) {
 		return gaugeValue(t, leader.reg, "walrelay_leader") == 1 && streamer(t, conn, "idlestandby") == "idlestandby_a"
 	})
 	standby := startProbed(t, dbURL, broker.addrs(), "idlestandby", "idlestandby_b", nil)
-	waitHTTP(t, standby.url()+"/readyz", http.StatusServiceUnavailable, "standby")
+	waitHTTP(t, standby.url()+"/readyz?streaming", http.StatusServiceUnavailable, "standby")
 	deliverOne(t, conn, broker.addrs(), "before")
 
 	broker.close()
@@ -110,7 +111,7 @@ func TestIdleBrokerLostIsSeenByStandby(t *testing.T) {
 	}
 
 	broker.restart()
-	standby.expectBack(t, http.StatusServiceUnavailable, "standby")
+	standby.expectBack(t, http.StatusOK, "standby") // a healthy standby is ready again
 	leader.expectBack(t, http.StatusOK, "streaming")
 }
 

@@ -151,13 +151,18 @@ func (g *Group) Registerer() prometheus.Registerer { return g.registry }
 // /metrics serves.
 func (g *Group) Gatherer() prometheus.Gatherer { return g.registry }
 
-// MemberReady is m's readiness: its relay's, or why it stopped.
-func (g *Group) MemberReady(m Member) (bool, string) {
+// MemberReady is m's readiness: its relay's Ready, or why it stopped.
+func (g *Group) MemberReady(m Member) (bool, string) { return g.member(m, (*Relay).Ready) }
+
+// MemberAvailable is m's availability: its relay's Available, or why it stopped.
+func (g *Group) MemberAvailable(m Member) (bool, string) { return g.member(m, (*Relay).Available) }
+
+func (g *Group) member(m Member, answer func(*Relay) (bool, string)) (bool, string) {
 	g.mu.Lock()
 	err := g.mu.failed[m.Name]
 	g.mu.Unlock()
 	if err != nil {
 		return false, "stopped: " + err.Error()
 	}
-	return m.Relay.Ready()
+	return answer(m.Relay)
 }

@@ -22,6 +22,7 @@ import (
 func runCommand() *cobra.Command {
 	s := newSettings()
 	var only string
+	var check bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Relay outbox rows from PostgreSQL to the broker until stopped (SIGINT/SIGTERM)",
@@ -35,6 +36,9 @@ func runCommand() *cobra.Command {
 				return err
 			}
 			s.Warn(nil, logger)
+			if check {
+				return checkConfig(cmd.OutOrStdout(), s, cmd.Flags(), only, logger)
+			}
 			stopAdapting := adaptProcs(cmd.Context(), logger)
 			defer stopAdapting()
 			tp, err := tracerProvider(cmd.Context(), logger)
@@ -76,6 +80,7 @@ func runCommand() *cobra.Command {
 	}
 	s.Register(cmd.Flags())
 	cmd.Flags().StringVar(&only, "database", "", "with a file's databases list: run this database of it alone (empty: all)")
+	cmd.Flags().BoolVar(&check, "check", false, "check the configuration and exit (0: valid, 2: not), connecting to nothing")
 	groupedHelp(cmd)
 	return cmd
 }

@@ -69,9 +69,12 @@ func TestDatabasesTakenOverAfterSIGKILL(t *testing.T) {
 	for _, d := range dbs {
 		d := d
 		testenv.WaitFor(t, 30*time.Second, "relay#2 to stand by for "+d.name, func() bool {
-			code, body := fetchHTTP(t, "http://"+addrs[1]+"/readyz?database="+d.name)
+			code, body := fetchHTTP(t, "http://"+addrs[1]+"/readyz?streaming&database="+d.name)
 			return code == http.StatusServiceUnavailable && strings.HasPrefix(body, "standby")
 		})
+		if code, body := fetchHTTP(t, "http://"+addrs[1]+"/readyz?database="+d.name); code != http.StatusOK || !strings.HasPrefix(body, "standby") {
+			t.Fatalf("relay#2 standing by for %s: /readyz?database=%s %d %q, want 200 standby", d.name, d.name, code, body)
+		}
 	}
 	if code, body := fetchHTTP(t, "http://"+addrs[1]+"/readyz"); code != http.StatusOK {
 		t.Fatalf("relay#2 standing by for every database: /readyz %d %q, want 200", code, body)

@@ -659,9 +659,17 @@ type k8sObject struct {
 	StringData map[string]string `yaml:"stringData"`
 	Resources  []string          `yaml:"resources"`
 	Spec       struct {
-		Replicas *int           `yaml:"replicas"`
-		Selector map[string]any `yaml:"selector"`
-		Ports    []struct {
+		Replicas *int `yaml:"replicas"`
+		Strategy struct {
+			Type          string `yaml:"type"`
+			RollingUpdate struct {
+				MaxSurge       int `yaml:"maxSurge"`
+				MaxUnavailable int `yaml:"maxUnavailable"`
+			} `yaml:"rollingUpdate"`
+		} `yaml:"strategy"`
+		MaxUnavailable int            `yaml:"maxUnavailable"`
+		Selector       map[string]any `yaml:"selector"`
+		Ports          []struct {
 			Name       string `yaml:"name"`
 			Port       int    `yaml:"port"`
 			TargetPort any    `yaml:"targetPort"`
@@ -771,8 +779,14 @@ func TestKubernetesManifests(t *testing.T) {
 	if !ok {
 		t.Fatal("no Deployment")
 	}
-	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 1 {
-		t.Errorf("Deployment replicas = %v; want 1 until leader election lands", dep.Spec.Replicas)
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Errorf("Deployment replicas = %v; want 2: one streams, one stands by", dep.Spec.Replicas)
+	}
+	if dep.Spec.Strategy.Type != "RollingUpdate" || dep.Spec.Strategy.RollingUpdate.MaxUnavailable != 0 || dep.Spec.Strategy.RollingUpdate.MaxSurge != 1 {
+		t.Errorf("Deployment strategy = %+v; want RollingUpdate, maxSurge 1, maxUnavailable 0", dep.Spec.Strategy)
+	}
+	if pdb, ok := byKind["PodDisruptionBudget"]; !ok || pdb.Spec.MaxUnavailable != 1 {
+		t.Errorf("PodDisruptionBudget %+v; want one with maxUnavailable 1", pdb.Spec)
 	}
 	pod := dep.Spec.Template.Spec
 	if pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
