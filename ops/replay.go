@@ -90,7 +90,8 @@ type ReplayProgress struct {
 	// Note says where a --since older than the retention started instead.
 	Note string `json:"note,omitempty"`
 	// FailedIDs are the ids of the events that failed, up to MaxFailedIDs; FailedIDsAll
-	// has them all (not in JSON: a replay can fail millions).
+	// has them all, in the progress Replay returns only (not in JSON, not in
+	// OnProgress: a replay can fail millions).
 	FailedIDs    []string `json:"failed_ids,omitempty"`
 	FailedIDsAll []string `json:"-"`
 }
@@ -394,9 +395,8 @@ func (p *replayRun) snapshot() ReplayProgress {
 			len(p.window), silent.Round(time.Second), p.ackTimeout)
 	}
 	p.failedMu.Lock()
-	pr.FailedIDsAll = slices.Clone(p.failedIDs)
+	pr.FailedIDs = slices.Clone(p.failedIDs[:min(len(p.failedIDs), MaxFailedIDs)])
 	p.failedMu.Unlock()
-	pr.FailedIDs = pr.FailedIDsAll[:min(len(pr.FailedIDsAll), MaxFailedIDs)]
 	return pr
 }
 
@@ -480,6 +480,9 @@ func (p *replayRun) finish(err error) (ReplayProgress, error) {
 		p.opts.OnProgress(pr)
 		p.reportMu.Unlock()
 	}
+	p.failedMu.Lock()
+	pr.FailedIDsAll = slices.Clone(p.failedIDs)
+	p.failedMu.Unlock()
 	return pr, err
 }
 
