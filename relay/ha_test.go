@@ -61,8 +61,8 @@ func streamer(t *testing.T, conn *pgx.Conn, slot string) string {
 	return *name
 }
 
-// Two instances on one slot: one streams, the other is a standby (leader 0, /readyz
-// 503 "standby"). When the leader's network is cut (its connections go through a
+// Two instances on one slot: one streams, the other is a standby (leader 0,
+// /readyz?streaming 503 "standby"). When the leader's network is cut (its connections go through a
 // proxy that drops them and refuses new ones), the standby takes over within ten
 // seconds and nothing committed meanwhile is lost.
 func TestStandbyTakesOver(t *testing.T) {
@@ -79,7 +79,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	// The slot shows as active while it is being created too: wait for replication.
 	waitFor(t, 30*time.Second, "relay_a to stream", func() bool { return a.leader(t) && streamer(t, conn, "ha") == "relay_a" })
 	b := startInstance(t, dbURL, broker, "ha", "relay_b")
-	waitHTTP(t, "http://"+b.addr+"/readyz", http.StatusServiceUnavailable, "standby")
+	waitHTTP(t, "http://"+b.addr+"/readyz?streaming", http.StatusServiceUnavailable, "standby")
 	if !a.leader(t) || b.leader(t) {
 		t.Fatalf("leader gauges: a=%v b=%v, want a only", a.leader(t), b.leader(t))
 	}
@@ -126,7 +126,7 @@ func TestStandbyTakesOver(t *testing.T) {
 			t.Fatalf("event %s lost across the takeover", ev.ID)
 		}
 	}
-	waitHTTP(t, "http://"+a.addr+"/readyz", http.StatusServiceUnavailable, "standby")
+	waitHTTP(t, "http://"+a.addr+"/readyz?streaming", http.StatusServiceUnavailable, "standby")
 }
 
 // A split-brain attempt: the leader's lock session dies while its walsender lives.
@@ -138,7 +138,7 @@ func TestSplitBrainAttempt(t *testing.T) {
 	a := startInstance(t, dbURL, broker, "split", "split_a")
 	waitFor(t, 30*time.Second, "split_a to stream", func() bool { return a.leader(t) && streamer(t, conn, "split") == "split_a" })
 	b := startInstance(t, dbURL, broker, "split", "split_b")
-	waitHTTP(t, "http://"+b.addr+"/readyz", http.StatusServiceUnavailable, "standby")
+	waitHTTP(t, "http://"+b.addr+"/readyz?streaming", http.StatusServiceUnavailable, "standby")
 
 	var lockPID int
 	if err := conn.QueryRow(context.Background(), `SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
