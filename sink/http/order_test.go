@@ -144,7 +144,10 @@ func TestPublishNeverBlocks(t *testing.T) {
 	}
 	close(release)
 	flush(t, s)
-	if slowest > 100*time.Millisecond {
+	// A Publish that waited on the receiver would not return before release, which
+	// comes after the loop; the bound leaves room for a race-detector run on a busy
+	// machine, where a call that only takes a lock can still be descheduled.
+	if slowest > 2*time.Second {
 		t.Errorf("a Publish call took %s", slowest)
 	}
 	mu.Lock()
