@@ -32,12 +32,12 @@ func checkConfig(out io.Writer, s *settings.Settings, fs *pflag.FlagSet, only st
 	if err != nil {
 		return err
 	}
+	if entries, err = namedEntry(entries, only); err != nil {
+		return err
+	}
 	var names []string
 	var errs []error
 	for _, d := range entries {
-		if only != "" && d.Name() != only {
-			continue
-		}
 		if _, err := d.CheckedConfig(logger.With("database", d.Name())); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", d.Where(), err))
 		}
@@ -45,9 +45,6 @@ func checkConfig(out io.Writer, s *settings.Settings, fs *pflag.FlagSet, only st
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
-	}
-	if len(names) == 0 {
-		return fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(s.DatabaseNames(), ", "))
 	}
 	fmt.Fprintf(out, "configuration valid: databases %s\n", strings.Join(names, ", "))
 	return nil

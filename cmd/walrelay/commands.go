@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -121,13 +120,12 @@ func runDatabases(ctx context.Context, s *settings.Settings, fs *pflag.FlagSet, 
 	if err != nil {
 		return err
 	}
+	if entries, err = namedEntry(entries, only); err != nil {
+		return err
+	}
 	dbs := make([]relay.Database, 0, len(entries))
-	var chosen []*settings.Settings
 	var errs []error
 	for _, d := range entries {
-		if only != "" && d.Name() != only {
-			continue
-		}
 		log := logger.With("database", d.Name())
 		cfg, err := d.CheckedConfig(log)
 		if err != nil {
@@ -138,16 +136,12 @@ func runDatabases(ctx context.Context, s *settings.Settings, fs *pflag.FlagSet, 
 		}
 		cfg.Logger = log
 		dbs = append(dbs, relay.Database{Name: d.Name(), Config: cfg})
-		chosen = append(chosen, d)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if len(dbs) == 0 {
-		return fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(s.DatabaseNames(), ", "))
-	}
 	for i := range dbs {
-		cfg, err := chosen[i].OpenSink(ctx, dbs[i].Config, dbs[i].Config.Logger)
+		cfg, err := entries[i].OpenSink(ctx, dbs[i].Config, dbs[i].Config.Logger)
 		if cfg.Sink != nil {
 			defer cfg.Sink.Close()
 		}

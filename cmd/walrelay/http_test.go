@@ -5,13 +5,11 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	nethttp "net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -119,89 +117,9 @@ func TestHTTPCrashLosesNothing(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	rcv := newHTTPReceiver(t, nil)
 	slot := slotName(t, "")
-	admin := testenv.Connect(t, dbURL)
 	env := httpEnv(dbURL, slot, rcv.srv.URL+"/hooks/{aggregate_type}")
 
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
-	const total, numAggs, kills = 6000, 50, 3
-	var plan [][]string
-	for n := 0; n < total; {
-		tx := make([]string, min(1+rng.IntN(60), total-n))
-		for j := range tx {
-			tx[j] = fmt.Sprintf("agg-%02d", rng.IntN(numAggs))
-		}
-		plan = append(plan, tx)
-		n += len(tx)
-	}
-	relay := startProc(t, "relay#1", env, "run")
-	waitStreaming(t, admin, slot, relay)
-
-	var written []outbox.Event
-	writerDone := make(chan error, 1)
-	wconn := testenv.Connect(t, dbURL)
-	go func() {
-		for i, aggs := range plan {
-			evs, err := writeTx(context.Background(), wconn, i, aggs)
-			if err != nil {
-				writerDone <- fmt.Errorf("transaction %d: %w", i, err)
-				return
-			}
-			written = append(written, evs...)
-			time.Sleep(5 * time.Millisecond) // load shape, so that the kills land while it writes
-		}
-		writerDone <- nil
-	}()
-	distinct := func() int { c, _ := rcv.delivered(); return len(c) }
-	for k := 1; k <= kills; k++ {
-		testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d events received before kill %d", k*total/(kills+1), k), func() bool {
-			return distinct() >= k*total/(kills+1)
-		})
-		relay.signal(syscall.SIGKILL)
-		if code := relay.wait(10 * time.Second); code != -1 {
-			t.Fatalf("relay exited with code %d, want death by SIGKILL", code)
-		}
-		t.Logf("kill %d with %d events received", k, distinct())
-		relay = startProc(t, fmt.Sprintf("relay after kill %d", k), env, "run")
-	}
-	select {
-	case err := <-writerDone:
-		if err != nil {
-			t.Fatalf("writer: %v", err)
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the writer did not finish within 3 minutes")
-	}
-	testenv.WaitFor(t, 2*time.Minute, "every committed event received", func() bool { return distinct() >= len(written) })
-	testenv.WaitFor(t, 30*time.Second, "the pending view to empty", func() bool {
-		var pending int
-		if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events_pending").Scan(&pending); err != nil {
-			t.Fatal(err)
-		}
-		return pending == 0
-	})
-	relay.stop(15 * time.Second)
-
-	count, firsts := rcv.delivered()
-	want := map[string][]string{}
-	repeats := 0
-	for _, ev := range written {
-		want[ev.AggregateID] = append(want[ev.AggregateID], ev.ID)
-		switch n := count[ev.ID]; {
-		case n == 0:
-			t.Errorf("event %s (aggregate %s) lost", ev.ID, ev.AggregateID)
-		case n > 1:
-			repeats += n - 1
-		}
-	}
-	if len(count) != len(written) {
-		t.Errorf("%d distinct events received, %d committed", len(count), len(written))
-	}
-	for agg, ids := range want {
-		if got := firsts[agg]; !slices.Equal(got, ids) {
-			t.Errorf("aggregate %s: first arrivals differ from commit order (%d received, %d committed)", agg, len(got), len(ids))
-		}
-	}
-	t.Logf("http crash: %d events committed, %d received once or more, %d repeats over %d SIGKILLs", len(written), len(count), repeats, kills)
+	crashLosesNothing(t, "http", dbURL, slot, env, 6000, rcv.delivered)
 }
 
 // An event the receiver refuses (422) is handed to the poller and, after

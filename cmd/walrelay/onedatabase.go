@@ -34,13 +34,20 @@ func databaseEntries(cmd *cobra.Command, s *settings.Settings, all bool) ([]*set
 	if err != nil {
 		return nil, err
 	}
+	return namedEntry(entries, only)
+}
+
+// namedEntry is entries, or the one of them only names when it is not empty.
+func namedEntry(entries []*settings.Settings, only string) ([]*settings.Settings, error) {
 	if only == "" {
 		return entries, nil
 	}
+	names := make([]string, 0, len(entries))
 	for _, d := range entries {
 		if d.Name() == only {
 			return []*settings.Settings{d}, nil
 		}
+		names = append(names, d.Name())
 	}
 	return nil, fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(names, ", "))
 }

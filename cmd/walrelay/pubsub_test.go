@@ -3,11 +3,9 @@ package main_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -95,91 +93,9 @@ func TestPubSubCrashLosesNothing(t *testing.T) {
 	dbURL := testenv.MigratedDatabase(t)
 	f := newPubSubFake(t, "outbox.event.order")
 	slot := slotName(t, "")
-	admin := testenv.Connect(t, dbURL)
 	env := pubsubEnv(dbURL, slot, f.srv.Addr)
 
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
-	const total, numAggs, kills = 12000, 50, 3
-	var plan [][]string
-	for n := 0; n < total; {
-		tx := make([]string, min(1+rng.IntN(60), total-n))
-		for j := range tx {
-			tx[j] = fmt.Sprintf("agg-%02d", rng.IntN(numAggs))
-		}
-		plan = append(plan, tx)
-		n += len(tx)
-	}
-	relay := startProc(t, "relay#1", env, "run")
-	waitStreaming(t, admin, slot, relay)
-
-	// The writer commits sequentially (commit order is the order it records) and
-	// paces itself, so that the kills land while it writes.
-	var written []outbox.Event
-	writerDone := make(chan error, 1)
-	wconn := testenv.Connect(t, dbURL)
-	go func() {
-		for i, aggs := range plan {
-			evs, err := writeTx(context.Background(), wconn, i, aggs)
-			if err != nil {
-				writerDone <- fmt.Errorf("transaction %d: %w", i, err)
-				return
-			}
-			written = append(written, evs...)
-			time.Sleep(5 * time.Millisecond) // load shape
-		}
-		writerDone <- nil
-	}()
-	distinct := func() int { c, _ := f.delivered(); return len(c) }
-	for k := 1; k <= kills; k++ {
-		testenv.WaitFor(t, 2*time.Minute, fmt.Sprintf("%d events stored before kill %d", k*total/(kills+1), k), func() bool {
-			return distinct() >= k*total/(kills+1)
-		})
-		relay.signal(syscall.SIGKILL)
-		if code := relay.wait(10 * time.Second); code != -1 {
-			t.Fatalf("relay exited with code %d, want death by SIGKILL", code)
-		}
-		t.Logf("kill %d with %d events stored", k, distinct())
-		relay = startProc(t, fmt.Sprintf("relay after kill %d", k), env, "run")
-	}
-	select {
-	case err := <-writerDone:
-		if err != nil {
-			t.Fatalf("writer: %v", err)
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the writer did not finish within 3 minutes")
-	}
-	testenv.WaitFor(t, 2*time.Minute, "every committed event stored", func() bool { return distinct() >= len(written) })
-	testenv.WaitFor(t, 30*time.Second, "the pending view to empty", func() bool {
-		var pending int
-		if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events_pending").Scan(&pending); err != nil {
-			t.Fatal(err)
-		}
-		return pending == 0
-	})
-	relay.stop(15 * time.Second)
-
-	count, firsts := f.delivered()
-	want := map[string][]string{}
-	repeats := 0
-	for _, ev := range written {
-		want[ev.AggregateID] = append(want[ev.AggregateID], ev.ID)
-		switch n := count[ev.ID]; {
-		case n == 0:
-			t.Errorf("event %s (aggregate %s) lost", ev.ID, ev.AggregateID)
-		case n > 1:
-			repeats += n - 1
-		}
-	}
-	if len(count) != len(written) {
-		t.Errorf("%d distinct events stored, %d committed", len(count), len(written))
-	}
-	for agg, ids := range want {
-		if got := firsts[agg]; !slices.Equal(got, ids) {
-			t.Errorf("aggregate %s: first deliveries differ from commit order (%d stored, %d committed)", agg, len(got), len(ids))
-		}
-	}
-	t.Logf("pubsub crash: %d events committed, %d stored once or more, %d repeats over %d SIGKILLs", len(written), len(count), repeats, kills)
+	crashLosesNothing(t, "pubsub", dbURL, slot, env, 12000, f.delivered)
 }
 
 // An event larger than Pub/Sub's 10 MB is refused before it is sent, handed to the

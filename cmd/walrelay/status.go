@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -127,11 +126,11 @@ func statusDatabases(cmd *cobra.Command, s *settings.Settings, only string, limi
 	if len(s.DatabaseNames()) == 0 {
 		return fmt.Errorf("--database %s: the configuration lists no databases (a file's databases: list)", only)
 	}
-	if only != "" && !slices.Contains(s.DatabaseNames(), only) {
-		return fmt.Errorf("--database %s: no such database in the file's databases list (%s)", only, strings.Join(s.DatabaseNames(), ", "))
-	}
 	entries, err := s.Databases(cmd.Flags())
 	if err != nil {
+		return err
+	}
+	if entries, err = namedEntry(entries, only); err != nil {
 		return err
 	}
 	var relayURL string
@@ -142,9 +141,6 @@ func statusDatabases(cmd *cobra.Command, s *settings.Settings, only string, limi
 	report := databasesReport{Databases: map[string]ops.StatusReport{}}
 	var all []ops.Problem
 	for _, d := range entries {
-		if only != "" && d.Name() != only {
-			continue
-		}
 		if d.Relay.DatabaseURL == "" {
 			return fmt.Errorf("database %s: database-url is missing; set it in its entry or at the top level", d.Name())
 		}
