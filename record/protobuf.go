@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -35,7 +36,10 @@ import (
 // Where the converter fails a record (an array of arrays or a null element in an
 // array, a JSON member name that is no protobuf identifier, names that clash), an
 // expanded payload stays the string it was, as it does when the router cannot
-// expand it: walrelay writes a record every consumer can read.
+// expand it: walrelay writes a record every consumer can read. Members whose
+// proto3 JSON names collide (foo_bar beside fooBar) are written as the converter
+// writes them, though protoc refuses such a schema. An envelope whose names are
+// no identifiers cannot be written at all (protobufInvalid).
 
 // wrappersProto is google/protobuf/wrappers.proto as Confluent's registry prints
 // protobuf-java's copy of it (ProtobufSchemaUtils.toString over
@@ -133,6 +137,41 @@ func appendProtobuf(b []byte, f *Format, value bool, e *outbox.Event) []byte {
 	}
 	b = append(b, stringValueIndexes...)
 	return appendProtoString(b, 1, unsafeString(e.Payload))
+}
+
+// protobufInvalid reports why ProtobufConverter cannot write the value of e, nil
+// when it can. Only the envelope can fail: a part of its schema name (the topic
+// prefix, the table, the aggregate type) or an envelope field's alias that is no
+// protobuf identifier. With scrub.invalid.names false the converter hands the
+// name to protobuf-java as it is, whose descriptor validation refuses it, and the
+// record fails; a registry refuses the schema text as well. The key and the
+// primitive payloads are wrappers, and an expanded payload the converter could
+// not write stays a string, so they never fail.
+func protobufInvalid(f *Format, value bool, e *outbox.Event) error {
+	if !value || len(e.Envelope) == 0 {
+		return nil
+	}
+	full := f.protoEnvelopeName(e)
+	for rest := full; ; {
+		part, tail, more := strings.Cut(rest, ".")
+		if !protoIdent(part) {
+			return fmt.Errorf("protobuf schema name %q: %q is not a protobuf identifier (ASCII letters, digits and _, not "+
+				"starting with a digit), as ProtobufConverter needs it; use a topic-prefix, table and aggregate types "+
+				"that are, or another value-converter", full, part)
+		}
+		if !more {
+			break
+		}
+		rest = tail
+	}
+	for _, fl := range e.Envelope {
+		if !protoIdent(fl.Key) {
+			return fmt.Errorf("protobuf schema %q: the envelope field %q is not a protobuf identifier (ASCII letters, "+
+				"digits and _, not starting with a digit), as ProtobufConverter needs it; give the column an alias that is",
+				full, fl.Key)
+		}
+	}
+	return nil
 }
 
 // protoExpanded is e's expanded payload when the converter can write it at the
@@ -364,12 +403,6 @@ func (m *protoMsg) write(b *strings.Builder, indent string) {
 // all but Value; the payload first (a string, bytes, or the expanded payload's
 // message), then each envelope field as a string.
 func (f *Format) protoEnvelope(e *outbox.Event) (full string, m protoMsg) {
-	var name strings.Builder
-	name.WriteString(f.TopicPrefix)
-	if e.Table != "" {
-		name.WriteString("." + e.Table)
-	}
-	name.WriteString("." + e.AggregateType + ".Value")
 	m.name = "Value"
 	payload := protoField{name: "payload", typ: "string"}
 	if e.PayloadType == "bytea" {
@@ -383,7 +416,18 @@ func (f *Format) protoEnvelope(e *outbox.Event) (full string, m protoMsg) {
 	for _, fl := range e.Envelope {
 		m.fields = append(m.fields, protoField{name: fl.Key, typ: "string"})
 	}
-	return name.String(), m
+	return f.protoEnvelopeName(e), m
+}
+
+// protoEnvelopeName is the envelope's Connect schema name (appendEnvelopeSchema).
+func (f *Format) protoEnvelopeName(e *outbox.Event) string {
+	var name strings.Builder
+	name.WriteString(f.TopicPrefix)
+	if e.Table != "" {
+		name.WriteString("." + e.Table)
+	}
+	name.WriteString("." + e.AggregateType + ".Value")
+	return name.String()
 }
 
 // protoEnvelopePayload is the expanded payload inside the envelope and the name

@@ -446,25 +446,39 @@ func TestProtobufNotWritable(t *testing.T) {
 		name string
 		f    Format
 		doc  string
+		// named: the refusal is about names, and the text fromConnectSchema would
+		// build must not compile.
+		named bool
 	}{
-		{"array of arrays", on, `{"a": [[1], [2]]}`},
-		{"array of arrays of structs", on, `{"a": [[{"x": 1}]]}`},
-		{"null in an array", on, `{"a": [1, null]}`},
-		{"null struct in an array", on, `{"a": [{"x": 1}, null]}`},
-		{"only nulls kept", Format{ExpandJSON: ExpandJSON{Enabled: true, PayloadColumn: "payload", KeepNulls: true}}, `{"a": [null]}`},
-		{"dash in a name", on, `{"first-name": "Ann"}`},
-		{"digit first", on, `{"1st": 1}`},
-		{"empty name", on, `{"": 1}`},
-		{"non-ASCII name", on, `{"näme": 1}`},
-		{"nested bad name", on, `{"o": {"a b": 1}}`},
-		{"message name taken", on, `{"x": {"v": 1}, "xMessage": 2}`},
-		{"parent's name", on, `{"c": {"c": {"v": 1}}}`},
-		{"bad payload column", Format{ExpandJSON: ExpandJSON{Enabled: true, PayloadColumn: "pay-load"}}, `{"v": 1}`},
+		{"array of arrays", on, `{"a": [[1], [2]]}`, false},
+		{"array of arrays of structs", on, `{"a": [[{"x": 1}]]}`, false},
+		{"null in an array", on, `{"a": [1, null]}`, false},
+		{"null struct in an array", on, `{"a": [{"x": 1}, null]}`, false},
+		{"only nulls kept", Format{ExpandJSON: ExpandJSON{Enabled: true, PayloadColumn: "payload", KeepNulls: true}}, `{"a": [null]}`, false},
+		{"dash in a name", on, `{"first-name": "Ann"}`, true},
+		{"digit first", on, `{"1st": 1}`, true},
+		{"empty name", on, `{"": 1}`, true},
+		{"non-ASCII name", on, `{"näme": 1}`, true},
+		{"nested bad name", on, `{"o": {"a b": 1}}`, true},
+		{"message name taken", on, `{"x": {"v": 1}, "xMessage": 2}`, true},
+		{"parent's name", on, `{"c": {"c": {"v": 1}}}`, false},
+		{"bad payload column", Format{ExpandJSON: ExpandJSON{Enabled: true, PayloadColumn: "pay-load"}}, `{"v": 1}`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := &outbox.Event{Payload: []byte(tc.doc), PayloadType: "jsonb"}
-			if _, _, ok := tc.f.expanded(e); !ok {
+			_, s, ok := tc.f.expanded(e)
+			if !ok {
 				t.Fatalf("the router does not expand %s; the case tests nothing", tc.doc)
+			}
+			if tc.named {
+				full := structName(tc.f.ExpandJSON.PayloadColumn)
+				_, name := splitProtoName(full)
+				text, _ := protoText(full, protoMessage(name, s))
+				c := protocompile.Compiler{Resolver: &protocompile.SourceResolver{
+					Accessor: protocompile.SourceAccessorFromMap(map[string]string{"schema.proto": text})}}
+				if _, err := c.Compile(context.Background(), "schema.proto"); err == nil {
+					t.Errorf("the schema the converter would build compiles; the refusal is not needed:\n%s", text)
+				}
 			}
 			if text, full := protobufSchema(&tc.f, true, e); text != wrappersProto || full != stringValueName {
 				t.Fatalf("schema %s, want %s", full, stringValueName)
@@ -492,6 +506,7 @@ func TestProtobufExpandJSONCorpus(t *testing.T) {
 		`{"a": 1, "b": 2, "a": 3}`,
 		`{"a": -2147483648, "b": 2147483647, "c": -9223372036854775808, "d": 9223372036854775807}`,
 		`{"u": "\u0000\t\"é😀"}`,
+		`{"payload": 1, "o": {"o": 2, "p": {"o": 3}}}`, // a field named as its message
 	} {
 		for _, x := range []ExpandJSON{{Enabled: true, PayloadColumn: "payload"}, {Enabled: true, PayloadColumn: "payload", KeepNulls: true, KeepEmptyArrays: true}} {
 			f := &Format{ExpandJSON: x}
@@ -546,4 +561,48 @@ func walkWire(t *testing.T, b []byte) []int {
 		nums = append(nums, int(num))
 	}
 	return nums
+}
+
+// TestProtobufInvalid: an envelope whose schema name or field alias is no protobuf
+// identifier cannot be written: protobufInvalid says which part, and the text is
+// indeed refused by a compiler. Every other shape can be.
+func TestProtobufInvalid(t *testing.T) {
+	env := []outbox.Field{{Key: "eventType", Value: "x"}}
+	for _, tc := range []struct {
+		name  string
+		f     Format
+		value bool
+		e     outbox.Event
+		part  string // in the error; "" for none
+	}{
+		{"envelope", Format{TopicPrefix: "dbserver1"}, true, outbox.Event{AggregateType: "Order", Table: "public.outbox", Envelope: env}, ""},
+		{"dashed aggregate type", Format{TopicPrefix: "dbserver1"}, true, outbox.Event{AggregateType: "order-created", Envelope: env}, `"order-created"`},
+		{"dashed topic prefix", Format{TopicPrefix: "db-1"}, true, outbox.Event{AggregateType: "Order", Envelope: env}, `"db-1"`},
+		{"no topic prefix", Format{}, true, outbox.Event{AggregateType: "Order", Envelope: env}, `""`},
+		{"table with a dollar", Format{TopicPrefix: "db"}, true, outbox.Event{AggregateType: "Order", Table: "public.out$box", Envelope: env}, `"out$box"`},
+		{"dashed alias", Format{TopicPrefix: "db"}, true, outbox.Event{AggregateType: "Order", Envelope: []outbox.Field{{Key: "event-type"}}}, `"event-type"`},
+		{"key", Format{}, false, outbox.Event{AggregateID: "a-b", AggregateType: "x-y", Envelope: env}, ""},
+		{"text payload", Format{}, true, outbox.Event{AggregateType: "x-y", Payload: []byte("p")}, ""},
+		{"expanded payload", Format{ExpandJSON: ExpandJSON{Enabled: true}}, true, outbox.Event{Payload: []byte(`{"a-b": 1}`)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := protobufInvalid(&tc.f, tc.value, &tc.e)
+			if tc.part == "" {
+				if err != nil {
+					t.Fatalf("protobufInvalid: %v", err)
+				}
+				compileProto(t, func() string { s, _ := protobufSchema(&tc.f, tc.value, &tc.e); return s }())
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.part) {
+				t.Fatalf("protobufInvalid: %v, want an error naming %s", err, tc.part)
+			}
+			text, _ := protobufSchema(&tc.f, tc.value, &tc.e)
+			c := protocompile.Compiler{Resolver: &protocompile.SourceResolver{
+				Accessor: protocompile.SourceAccessorFromMap(map[string]string{"schema.proto": text})}}
+			if _, err := c.Compile(context.Background(), "schema.proto"); err == nil {
+				t.Errorf("the schema compiles, yet protobufInvalid refuses it:\n%s", text)
+			}
+		})
+	}
 }
