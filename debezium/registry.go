@@ -380,7 +380,7 @@ func (r *registry) strategy() {
 	k := r.side + ".subject.name.strategy"
 	v, ok := r.get(k)
 	if !ok || v == "" {
-		// Confluent 8's default, AssociatedNameStrategy, falls back to TopicNameStrategy
+		// The newest serializers' default, AssociatedNameStrategy, falls back to TopicNameStrategy
 		// where the registry associates no subject with the topic.
 		r.set(r.side+"-subject-name-strategy", "topic", "")
 		return
