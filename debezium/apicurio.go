@@ -98,12 +98,6 @@ func (c *conversion) apicurioConverter(side, conv, class string) string {
 	r.apicurioFlag("apicurio.registry.auto-register", "schema-registry-auto-register")
 	r.apicurioFlag("apicurio.registry.find-latest", "schema-registry-use-latest-version")
 	r.set("schema-registry-normalize", "false", "")
-	for _, k := range []string{"apicurio.registry.headers.enabled", "apicurio.registry.use-id", "apicurio.registry.as-confluent",
-		"apicurio.registry.id-handler"} {
-		if _, ok := r.opts[k]; ok {
-			r.read[k] = true
-		}
-	}
 	r.rest(class)
 	return conv
 }

@@ -212,7 +212,7 @@ func (r *registry) boolean(k string, def bool) (bool, bool) {
 func (c *conversion) registryConverter(side, conv, class string) string {
 	r := c.newRegistry(side, conv, class)
 	urls, ok := r.get("schema.registry.url")
-	if !ok || strings.TrimSpace(urls) == "" {
+	if !ok || len(splitList(urls)) == 0 {
 		fmt.Fprintf(&c.b, "# %s.converter.schema.registry.url: not set where %s is configured (Kafka Connect requires it); "+
 			"set schema-registry-url here or in WALRELAY_SCHEMA_REGISTRY_URL\n", side, class)
 	} else {
