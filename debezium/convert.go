@@ -2,6 +2,7 @@ package debezium
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 
@@ -30,6 +31,9 @@ type conversion struct {
 	router string
 	// convs are the key and value converters chosen, by side.
 	convs map[string]string
+	// registry are the Schema Registry settings the converters need
+	// (registry.go), written after them.
+	registry map[string]string
 	// globals are the record settings, written ahead of the tables: they are not
 	// per table.
 	globals [][2]string
@@ -64,10 +68,7 @@ func convert(props map[string]string, workers []*Worker, catalog *Catalog) (stri
 
 // differs writes key=value as a difference from Debezium's records, and notes it.
 func (c *conversion) differs(key, value, reason string) {
-	if isSecret(key) {
-		value = "***"
-	}
-	value = strings.Join(strings.Fields(value), " ")
+	value = printable(key, value)
 	fmt.Fprintf(&c.b, "# %s=%s: differs from Debezium (%s)\n", key, value, reason)
 	c.diffs = append(c.diffs, key+"="+value+": "+reason)
 }
@@ -143,10 +144,30 @@ func unsupportedReason(key, router string) string {
 	return "a Debezium connector option"
 }
 
+// printable is key's value as a comment shows it: *** for a secret, a URL
+// without its user and password, on one line.
+func printable(key, value string) string {
+	if isSecret(key) {
+		return "***"
+	}
+	if strings.Contains(strings.ToLower(key), "registry.url") {
+		var urls []string
+		for _, raw := range strings.Split(value, ",") {
+			if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.User != nil {
+				u.User = nil
+				raw = strings.Replace(u.String(), "//", "//***@", 1)
+			}
+			urls = append(urls, raw)
+		}
+		value = strings.Join(urls, ",")
+	}
+	return strings.Join(strings.Fields(value), " ")
+}
+
 // isSecret says whether a key's value must not be printed.
 func isSecret(key string) bool {
 	k := strings.ToLower(key)
-	for _, s := range []string{"password", "secret", "token", "sasl.jaas.config"} {
+	for _, s := range []string{"password", "secret", "token", "sasl.jaas.config", "user.info"} {
 		if strings.Contains(k, s) {
 			return true
 		}
@@ -155,11 +176,14 @@ func isSecret(key string) bool {
 }
 
 func comment(b *strings.Builder, key, value, reason string) {
-	if isSecret(key) {
-		value = "***"
-	}
-	value = strings.Join(strings.Fields(value), " ")
+	value = printable(key, value)
 	fmt.Fprintf(b, "# %s=%s: no walrelay equivalent (%s)\n", key, value, reason)
+}
+
+// note writes key=value with what the import made of it, where it is neither a
+// setting nor without an equivalent.
+func note(b *strings.Builder, key, value, text string) {
+	fmt.Fprintf(b, "# %s=%s: %s\n", key, printable(key, value), text)
 }
 
 func line(b *strings.Builder, key, value string) {

@@ -18,6 +18,7 @@ var converterClasses = map[string]string{
 func (c *conversion) converters() {
 	c.globals = [][2]string{{"record-headers", "debezium"}}
 	c.convs = map[string]string{}
+	c.registry = map[string]string{}
 	for _, side := range []string{"key", "value"} {
 		conv, schemas := c.converter(side)
 		c.convs[side] = conv
@@ -26,6 +27,7 @@ func (c *conversion) converters() {
 			c.globals = append(c.globals, [2]string{side + "-converter-schemas-enable", "true"})
 		}
 	}
+	c.writeRegistry()
 	c.serverHeaders()
 }
 
@@ -84,10 +86,17 @@ func (c *conversion) converter(side string) (conv string, schemas bool) {
 	if binaryConverters[strings.TrimSpace(class)] {
 		return c.binaryConverter(side, from, strings.TrimSpace(class), lookup)
 	}
+	if conv, ok := registryConverters[strings.TrimSpace(class)]; ok {
+		return c.registryConverter(side, conv, strings.TrimSpace(class)), false
+	}
+	if conv, ok := apicurioConverters[strings.TrimSpace(class)]; ok {
+		return c.apicurioConverter(side, conv, strings.TrimSpace(class)), false
+	}
 	conv, known := converterClasses[strings.TrimSpace(class)]
 	if !known {
 		c.differs(from, class, "walrelay writes "+side+"s as StringConverter, JsonConverter, ByteArrayConverter, "+
-			"ByteBufferConverter or BinaryDataConverter does, no other")
+			"ByteBufferConverter, BinaryDataConverter, Confluent's AvroConverter, ProtobufConverter and JsonSchemaConverter, "+
+			"and Apicurio's AvroConverter and ProtobufConverter in the Confluent format do, no other")
 		return "string", false
 	}
 	return conv, jsonSchemas(conv, key, lookup)
@@ -124,7 +133,7 @@ func namesConverters(name string, props map[string]string, workers []*Worker) er
 	return fmt.Errorf("%s names no %s, so the Kafka Connect worker's converters write its records, and nothing says which "+
 		"they are: give --worker FILE (the worker's properties, a Strimzi KafkaConnect, or an environment file of Debezium's "+
 		"connect image with its KEY_CONVERTER, VALUE_CONVERTER and CONNECT_* variables), or --key-converter and --value-converter "+
-		"(string, json or bytearray) with --key-converter-schemas-enable and --value-converter-schemas-enable for json",
+		"(string, json, bytearray, avro, protobuf or json-schema) with --key-converter-schemas-enable and --value-converter-schemas-enable for json",
 		name, strings.Join(missing, " and "))
 }
 

@@ -221,8 +221,12 @@ func TestImportDebeziumConverters(t *testing.T) {
 			[]string{"value-converter: bytearray\n"}, nil},
 		{"bytes or delegate", base + `, "value.converter": "io.debezium.converters.BinaryDataConverter", "value.converter.delegate.converter.type": "org.apache.kafka.connect.json.JsonConverter"}`, nil,
 			[]string{"value-converter: string\n"}, []string{"value.converter=io.debezium.converters.BinaryDataConverter: it writes a bytea payload column as its bytes and any other with"}},
-		{"avro", base + `, "value.converter": "io.confluent.connect.avro.AvroConverter"}`, nil,
-			[]string{"value-converter: string\n"}, []string{"value.converter=io.confluent.connect.avro.AvroConverter"}},
+		// Confluent's registry converters are mapped (registry_test.go); one walrelay
+		// does not have is a difference.
+		{"avro", base + `, "value.converter": "io.confluent.connect.avro.AvroConverter", "value.converter.schema.registry.url": "http://sr:8081"}`, nil,
+			[]string{"value-converter: avro\nschema-registry-url: http://sr:8081\n"}, nil},
+		{"another converter", base + `, "value.converter": "com.example.XmlConverter"}`, nil,
+			[]string{"value-converter: string\n"}, []string{"value.converter=com.example.XmlConverter"}},
 		{"router", base + `, "transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
 			"transforms.outbox.route.tombstone.on.empty.payload": "true", "transforms.outbox.table.field.event.timestamp": "ts",
 			"transforms.outbox.route.topic.regex": "(.*)", "transforms.outbox.table.fields.additional.placement": "a:envelope:b"}`, nil,
@@ -387,7 +391,7 @@ func TestImportConverterPlatforms(t *testing.T) {
 		refused      bool
 	}{
 		{"bare connector", bare, debezium.Options{}, []string{"names no key.converter and value.converter", "--worker FILE",
-			"a Strimzi KafkaConnect", "KEY_CONVERTER, VALUE_CONVERTER and CONNECT_*", "--key-converter and --value-converter (string, json or bytearray)",
+			"a Strimzi KafkaConnect", "KEY_CONVERTER, VALUE_CONVERTER and CONNECT_*", "--key-converter and --value-converter (string, json, bytearray, avro, protobuf or json-schema)",
 			"--value-converter-schemas-enable"}, 0, true},
 		{"bare connector naming its converters", strings.TrimSuffix(bare, "}") +
 			`, "key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.json.JsonConverter"}`,
@@ -401,8 +405,11 @@ func TestImportConverterPlatforms(t *testing.T) {
 			[]string{"key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\ntable: "}, 1, false},
 		{"server without schemas", server + "debezium.format.schemas.enable=false\n", debezium.Options{},
 			[]string{"key-converter: json\nvalue-converter: json\n"}, 1, false},
-		{"server avro", server + "debezium.format.value=avro\n", debezium.Options{},
-			[]string{"# value.converter (Debezium Server's debezium.format.key and .value)=io.confluent.connect.avro.AvroConverter: differs"}, 2, false},
+		{"server avro", server + "debezium.format.value=avro\ndebezium.format.value.schema.registry.url=http://sr:8081\n", debezium.Options{},
+			[]string{"# value.converter=io.confluent.connect.avro.AvroConverter: from Debezium Server's debezium.format.key and .value",
+				"value-converter: avro\nschema-registry-url: http://sr:8081\n"}, 1, false},
+		{"server cloudevents", server + "debezium.format.value=cloudevents\n", debezium.Options{},
+			[]string{"# value.converter (Debezium Server's debezium.format.key and .value)=io.debezium.converters.CloudEventsConverter: differs"}, 2, false},
 		{"server timestamps", server + "debezium.transforms=outbox\ndebezium.transforms.outbox.type=io.debezium.transforms.outbox.EventRouter\n" +
 			"debezium.transforms.outbox.table.field.event.timestamp=ts\n", debezium.Options{},
 			[]string{"# table.field.event.timestamp: Debezium Server's Kafka sink leaves the record timestamp to the producer", "column-created-at: ts\n"}, 1, false},
@@ -457,8 +464,9 @@ func TestReadWorkerRefuses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "without value.converter, which Kafka Connect requires") {
 		t.Errorf("error %v, want one naming value.converter", err)
 	}
-	if _, err := debezium.ConverterFlags("avro", "", nil, nil); err == nil || !strings.Contains(err.Error(), "want string, json or bytearray") {
-		t.Errorf("--key-converter avro: %v", err)
+	if _, err := debezium.ConverterFlags("xml", "", nil, nil); err == nil ||
+		!strings.Contains(err.Error(), "want string, json, bytearray, avro, protobuf or json-schema") {
+		t.Errorf("--key-converter xml: %v", err)
 	}
 }
 

@@ -70,6 +70,17 @@ var serverFormats = map[string]string{
 	"protobuf":      "io.confluent.connect.protobuf.ProtobufConverter",
 }
 
+// serverApicurio are the converters Debezium Server's formats write with when
+// their options set apicurio.registry.url (ConvertingEngineBuilder.createConverter):
+// Apicurio's, in place of Confluent's and Kafka's. Debezium Server has no JSON
+// Schema format: debezium.format.value=jsonschema is an unknown format, which it
+// refuses (DebeziumSerializationProducer.getFormat).
+var serverApicurio = map[string]string{
+	"avro":          "io.apicurio.registry.utils.converter.AvroConverter",
+	"json":          "io.apicurio.registry.utils.converter.ExtJsonConverter",
+	"jsonbytearray": "io.apicurio.registry.utils.converter.ExtJsonConverter",
+}
+
 // serverWorker is what Debezium Server's debezium.format.* options make of the
 // converters (debezium-server DebeziumServer: getFormat, populateEngineProperties):
 // debezium.format.key and .value choose the format, json unless set;
@@ -102,6 +113,9 @@ func serverWorker(raw map[string]string) *Worker {
 		class, ok := serverFormats[format]
 		if !ok {
 			class = "debezium.format." + side + "=" + format
+		}
+		if apicurio, set := serverApicurio[format]; set && props[side+".converter.apicurio.registry.url"] != "" {
+			class = apicurio // Debezium's choice when the format's options name an Apicurio registry
 		}
 		if c := props[side+".converter.class"]; c != "" && ok {
 			class = c // the format's converter, named by its class option

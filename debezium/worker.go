@@ -151,14 +151,19 @@ func imageWorker(env map[string]string) *Worker {
 // walrelayConverterClasses are the Connect converters walrelay's converter
 // settings write as (record.ParseConverter's names).
 var walrelayConverterClasses = map[string]string{
-	"string":    "org.apache.kafka.connect.storage.StringConverter",
-	"json":      jsonConverterClass,
-	"bytearray": "org.apache.kafka.connect.converters.ByteArrayConverter",
+	"string":      "org.apache.kafka.connect.storage.StringConverter",
+	"json":        jsonConverterClass,
+	"bytearray":   "org.apache.kafka.connect.converters.ByteArrayConverter",
+	"avro":        "io.confluent.connect.avro.AvroConverter",
+	"protobuf":    "io.confluent.connect.protobuf.ProtobufConverter",
+	"json-schema": "io.confluent.connect.json.JsonSchemaConverter",
 }
 
 // ConverterFlags is the worker --key-converter, --value-converter and their
 // schemas-enable flags describe: values are walrelay's converter names (string,
-// json, bytearray); schemas nil where the flag is not given. nil when no flag is.
+// json, bytearray, and Confluent's avro, protobuf and json-schema, whose registry
+// options are then the worker's, if --worker is given); schemas nil where the
+// flag is not given. nil when no flag is.
 func ConverterFlags(key, value string, keySchemas, valueSchemas *bool) (*Worker, error) {
 	props := map[string]string{}
 	for _, f := range []struct {
@@ -168,7 +173,7 @@ func ConverterFlags(key, value string, keySchemas, valueSchemas *bool) (*Worker,
 		if f.name != "" {
 			class, ok := walrelayConverterClasses[f.name]
 			if !ok {
-				return nil, fmt.Errorf("--%s-converter %q: want string, json or bytearray", f.side, f.name)
+				return nil, fmt.Errorf("--%s-converter %q: want string, json, bytearray, avro, protobuf or json-schema", f.side, f.name)
 			}
 			props[f.side+".converter"] = class
 		}

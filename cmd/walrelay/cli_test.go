@@ -176,9 +176,22 @@ func TestImportDebeziumExitCodes(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, "key-converter: json\nkey-converter-schemas-enable: \"true\"\nvalue-converter: json\nrecord-timestamp") {
 		t.Errorf("connect-outbox.json --key-converter --value-converter: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
-	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--key-converter", "avro", connect)
-	if res.code != 2 || !strings.Contains(res.stderr, `--key-converter "avro": want string, json or bytearray`) {
-		t.Errorf("--key-converter avro: exit code %d, want 2; stderr:\n%s", res.code, res.stderr)
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--key-converter", "xml", connect)
+	if res.code != 2 || !strings.Contains(res.stderr, `--key-converter "xml": want string, json, bytearray, avro, protobuf or json-schema`) {
+		t.Errorf("--key-converter xml: exit code %d, want 2; stderr:\n%s", res.code, res.stderr)
+	}
+	// Confluent's registry converters by flag; their registry options are the
+	// worker's, and without --worker the URL is left to set.
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--key-converter", "string", "--value-converter", "avro", connect)
+	if res.code != 0 || !strings.Contains(res.stdout, "key-converter: string\nvalue-converter: avro\n") ||
+		!strings.Contains(res.stdout, "# value.converter.schema.registry.url: not set where io.confluent.connect.avro.AvroConverter is configured") {
+		t.Errorf("--value-converter avro: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	// A registry secret is not printed, and a refused option is named.
+	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "--worker", "../../debezium/testdata/registry-protobuf.worker",
+		"../../debezium/testdata/registry-protobuf.json")
+	if res.code != 0 || strings.Contains(res.stdout, "tok-sr-secret") || !strings.Contains(res.stdout, "WALRELAY_SCHEMA_REGISTRY_TOKEN") {
+		t.Errorf("registry-protobuf.json: exit code %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
 	res = run(t, 10*time.Second, baseEnv(), "import-debezium", "../../debezium/testdata/not-debezium.json")
 	if res.code != 2 || !strings.Contains(res.stderr, "not a Debezium PostgreSQL connector configuration") {

@@ -28,7 +28,9 @@ func importDebeziumCommand() *cobra.Command {
 			"for (Debezium Server's formats, a Strimzi KafkaConnect in the same YAML), with the platform's defaults;\n" +
 			"a connector that names no converter with nothing saying which worker runs it is refused. The tables\n" +
 			"of --database-url resolve the regular expressions in table.include.list, and their column types say\n" +
-			"what ByteBufferConverter writes. An option that changes the records and that walrelay cannot\n" +
+			"what ByteBufferConverter writes. Confluent's Avro, Protobuf and JSON Schema converters (and Apicurio's in\n" +
+			"the Confluent format) become the schema-registry-* settings; the registry's password and token are\n" +
+			"not copied but named as WALRELAY_* variables. An option that changes the records and that walrelay cannot\n" +
 			"reproduce makes it exit 2 naming the option, unless --allow-differences; options that change no\n" +
 			"record and have no equivalent are printed as comments. Passwords are not copied.",
 		Args: cobra.ExactArgs(1),
@@ -78,10 +80,10 @@ func importDebeziumCommand() *cobra.Command {
 	cmd.Flags().StringVar(&workerFile, "worker", "", "the Kafka Connect worker that runs the connector, where key.converter and "+
 		"value.converter are usually set: its properties file (connect-distributed.properties), a Strimzi KafkaConnect (YAML), "+
 		"or an environment file of Debezium's connect image (KEY_CONVERTER, VALUE_CONVERTER, CONNECT_* variables)")
-	cmd.Flags().StringVar(&keyConverter, "key-converter", "", "the worker's key converter, as walrelay's key-converter: string, json or bytearray "+
-		"(instead of --worker)")
-	cmd.Flags().StringVar(&valueConverter, "value-converter", "", "the worker's value converter, as walrelay's value-converter: string, json "+
-		"or bytearray (instead of --worker)")
+	cmd.Flags().StringVar(&keyConverter, "key-converter", "", "the worker's key converter, as walrelay's key-converter: string, json, bytearray, "+
+		"or Confluent's avro, protobuf or json-schema, whose registry options are --worker's (instead of --worker's converter)")
+	cmd.Flags().StringVar(&valueConverter, "value-converter", "", "the worker's value converter, as walrelay's value-converter: string, json, "+
+		"bytearray, or Confluent's avro, protobuf or json-schema, whose registry options are --worker's (instead of --worker's converter)")
 	cmd.Flags().BoolVar(&keySchemas, "key-converter-schemas-enable", true, "with --key-converter json: the worker's key.converter.schemas.enable")
 	cmd.Flags().BoolVar(&valueSchemas, "value-converter-schemas-enable", true, "with --value-converter json: the worker's value.converter.schemas.enable")
 	cmd.Flags().StringVar(&databaseURL, "database-url", "", "the outbox database: its tables resolve the regular expressions "+
