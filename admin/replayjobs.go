@@ -37,6 +37,17 @@ func (j *replayJobs) set(p ops.ReplayProgress) {
 	j.jobs[p.ID] = &p
 }
 
+// recent are the replays remembered, newest first.
+func (j *replayJobs) recent() []ops.ReplayProgress {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]ops.ReplayProgress, 0, len(j.order))
+	for i := len(j.order) - 1; i >= 0; i-- {
+		out = append(out, *j.jobs[j.order[i]])
+	}
+	return out
+}
+
 func (j *replayJobs) get(id string) (ops.ReplayProgress, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -136,4 +147,10 @@ func (a *relayAPI) serveReplayProgress(w http.ResponseWriter, req *http.Request)
 		return
 	}
 	writeJSON(w, http.StatusOK, p)
+}
+
+// serveReplays answers the replays started here, newest first, with their
+// progress or outcome.
+func (a *relayAPI) serveReplays(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string][]ops.ReplayProgress{"replays": a.replays.recent()})
 }
