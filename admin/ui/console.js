@@ -116,6 +116,7 @@
       else b.removeAttribute("aria-current");
     }
     for (const s of document.querySelectorAll(".tabpanel")) s.hidden = s.id !== "tab-" + name;
+    if (name === "overview") drawCharts();
     if (name === "dlq") loadDLQ().catch(showError);
     if (name === "replay") loadReplays().catch(showError);
   }
@@ -130,7 +131,8 @@
     const badge = $("state");
     badge.dataset.state = o.state;
     badge.textContent = stateWords[o.state] || o.state;
-    $("reason").textContent = o.reason || "";
+    const word = stateWords[o.state] || o.state;
+    $("reason").textContent = o.reason && o.reason.toLowerCase() !== word.toLowerCase() ? o.reason : "";
     const banner = $("banner");
     if (o.paused) {
       banner.textContent = "Paused" + (o.paused_since ? " since " + new Date(o.paused_since).toLocaleString() : "") +
@@ -187,7 +189,9 @@
   }
 
   function drawChart(svg, field, fmt) {
-    const w = Math.max(svg.clientWidth || 300, 100), h = 120, top = 14, bottom = h - 16;
+    const width = svg.getBoundingClientRect().width;
+    if (width === 0) return; // not shown: drawn when its tab is
+    const w = Math.max(Math.round(width), 100), h = 120, top = 14, bottom = h - 16;
     svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
     svg.replaceChildren();
     const now = Date.now(), from = now - HOUR_MS;
