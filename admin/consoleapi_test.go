@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -212,4 +213,46 @@ func jsonEqual(a, b string) bool {
 	xb, _ := json.Marshal(x)
 	yb, _ := json.Marshal(y)
 	return string(xb) == string(yb)
+}
+
+// GET /overview, which the console polls, is answered from the relay's memory:
+// with PostgreSQL out of reach it still answers at once, with the samples taken
+// before, where /status reports the database it cannot read.
+func TestOverviewAsksNoQuery(t *testing.T) {
+	t.Parallel()
+	dbURL, broker, _ := outboxWithBroker(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	addr := freeAddr(t)
+	start(t, u.String(), broker, "overview_memory", func(c *config) {
+		c.Registry, c.MetricsAddr = prometheus.NewRegistry(), addr
+		c.StatsInterval = 100 * time.Millisecond
+	})
+	base := "http://" + addr
+	waitHTTP(t, base+"/readyz", http.StatusOK, "streaming")
+	var ov overviewAnswer
+	waitFor(t, 30*time.Second, "a sample", func() bool {
+		code, body := adminCall(t, "GET", base+"/overview", "", "")
+		return code == http.StatusOK && json.Unmarshal(body, &ov) == nil && len(ov.Samples) > 0
+	})
+	proxy.Down()
+	for range 3 {
+		began := time.Now()
+		code, body := adminCall(t, "GET", base+"/overview", "", "")
+		if err := json.Unmarshal(body, &ov); code != http.StatusOK || err != nil || len(ov.Samples) == 0 {
+			t.Fatalf("GET /overview with the database out of reach: %d %s (%v), want 200 with the samples", code, body, err)
+		}
+		if took := time.Since(began); took > 2*time.Second {
+			t.Fatalf("GET /overview took %s with the database out of reach: it waited for PostgreSQL", took)
+		}
+	}
+	code, body := adminCall(t, "GET", base+"/status", "", "")
+	if code != http.StatusOK || !strings.Contains(string(body), `"check": "database"`) {
+		t.Errorf("GET /status with the database out of reach: %d %.300s, want the database problem", code, body)
+	}
+	proxy.Up()
 }
