@@ -182,7 +182,7 @@ func TestConsoleAPI(t *testing.T) {
 	var ids []string
 	for range 2 {
 		var job struct{ ID string }
-		code, body := adminCall(t, "POST", base+"/replay", token, `{"dry_run": true}`)
+		code, body := adminCall(t, "POST", base+"/replay", token, `{"dry_run": true, "event_type": "order.created"}`)
 		if err := json.Unmarshal(body, &job); code != http.StatusAccepted || err != nil {
 			t.Fatalf("POST /replay: %d %s", code, body)
 		}
@@ -194,14 +194,18 @@ func TestConsoleAPI(t *testing.T) {
 			Done   bool
 			DryRun bool `json:"dry_run"`
 			Total  int64
+			Filter struct {
+				EventType string `json:"event_type"`
+			}
 		}
 	}
 	waitFor(t, 30*time.Second, "both dry runs to be done", func() bool {
 		get("/replay", &list)
 		return len(list.Replays) == 2 && list.Replays[0].Done && list.Replays[1].Done
 	})
-	if list.Replays[0].ID != ids[1] || list.Replays[1].ID != ids[0] || !list.Replays[0].DryRun || list.Replays[0].Total != 1 {
-		t.Errorf("GET /replay = %+v; want %s then %s, dry runs counting the 1 row left", list.Replays, ids[1], ids[0])
+	if list.Replays[0].ID != ids[1] || list.Replays[1].ID != ids[0] || !list.Replays[0].DryRun || list.Replays[0].Total != 1 ||
+		list.Replays[0].Filter.EventType != "order.created" {
+		t.Errorf("GET /replay = %+v; want %s then %s, dry runs of order.created counting the 1 row left", list.Replays, ids[1], ids[0])
 	}
 }
 

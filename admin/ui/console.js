@@ -460,10 +460,21 @@
     const r = await api("GET", "/replay");
     $("replay-rows").replaceChildren(...(r.replays || []).map((p) => el("tr", {},
       el("td", { "data-label": "Id", class: "mono", text: p.id }),
+      el("td", { "data-label": "Filter", text: filterText(p.filter || {}) }),
       el("td", { "data-label": "Started", title: p.started_at, text: fmtAgo(p.started_at) }),
       el("td", { "data-label": "Sent", class: "num", text: int.format(p.sent) }),
       el("td", { "data-label": "Total", class: "num", text: int.format(p.total) }),
       el("td", { "data-label": "Outcome", text: outcome(p) }))));
+  }
+  function filterText(f) {
+    const parts = [];
+    if (f.since) parts.push("since " + new Date(f.since).toLocaleString());
+    if (f.until) parts.push("until " + new Date(f.until).toLocaleString());
+    for (const [k, label] of [["aggregate_type", "aggregate type"], ["aggregate_id", "aggregate id"], ["event_type", "event type"]]) {
+      if (f[k]) parts.push(label + " " + f[k]);
+    }
+    if (f.ids && f.ids.length) parts.push(int.format(f.ids.length) + (f.ids.length === 1 ? " id" : " ids"));
+    return parts.length ? parts.join(", ") : "every row";
   }
   function outcome(p) {
     if (!p.done) return p.waiting === "paused" ? "waiting for the resume" : "under way";
