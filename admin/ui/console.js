@@ -34,7 +34,12 @@
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    const resp = await fetch(url, init);
+    let resp;
+    try {
+      resp = await fetch(url, init);
+    } catch (_) {
+      throw new APIError(0, "The relay does not answer at " + location.host + ": is it running? The page tries again every few seconds.");
+    }
     let data = null;
     try { data = await resp.json(); } catch (_) { data = null; }
     if (resp.status === 401) {
@@ -55,12 +60,15 @@
   function clearError() { $("error").hidden = true; }
 
   function askToken(note) {
+    clearInterval(st.timer); // no polling until there is a token to poll with
+    st.timer = 0;
     $("main").hidden = true;
     const form = $("token-form");
-    form.hidden = false;
-    const p = form.querySelector("p");
-    if (note) p.textContent = note;
-    $("token").focus();
+    if (note) form.querySelector("p").textContent = note;
+    if (form.hidden) {
+      form.hidden = false;
+      $("token").focus();
+    }
   }
 
   // --- formatting -------------------------------------------------------------
