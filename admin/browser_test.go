@@ -349,6 +349,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// The overview shows the numbers /status gave it, each as the page's figure.
+	// status-at is written once the figures are: emptied, it says when the refresh's are.
+	eval[string](b, `document.getElementById("status-at").textContent = ""`)
 	b.click("#refresh-status")
 	b.waitJS("the refreshed figures", `document.getElementById("status-at").textContent !== ""`)
 	var statusBody []byte
