@@ -6,7 +6,7 @@ GO ?= go
 IMAGE ?= walrelay:dev
 PKGS := ./...
 
-.PHONY: all setup setup-build setup-demo setup-matrix build kfake build-demo demo image test test-helm test-matrix test-race test-standby test-restart bench bench-record fuzz lint chaos soak
+.PHONY: all setup setup-build setup-demo setup-matrix build kfake build-demo demo image test test-browser test-helm test-matrix test-race test-standby test-restart bench bench-record fuzz lint chaos soak
 
 all: build
 
@@ -14,8 +14,8 @@ all: build
 # throwaway clusters), the NATS, Redis and RabbitMQ server binaries (tests start servers
 # of their own on free ports, never the system services), promtool (the alert rules
 # check), kubectl (the kustomize render check), ip and tc (the silent network drop in
-# the relay's HA test), PostgreSQL 17's server binaries (the failover-slot test) and the
-# Go modules.
+# the relay's HA test), PostgreSQL 17's server binaries (the failover-slot test), Debian's
+# chromium (the console's browser tests, headless) and the Go modules.
 setup:
 	@missing=""; \
 	command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="postgresql"; \
@@ -27,6 +27,7 @@ setup:
 	{ command -v tc && command -v ip; } >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v buildah >/dev/null 2>&1 || missing="$$missing buildah"; \
 	test -s /etc/ssl/certs/ca-certificates.crt || missing="$$missing ca-certificates"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing ..."; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
@@ -76,6 +77,11 @@ image:
 
 test: setup
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+# test-browser: the console's tests in headless Chromium alone (they run in `make test`
+# too, in about 10 s). WALRELAY_CONSOLE_SCREENSHOTS=DIR writes its screenshots there.
+test-browser: setup
+	$(GO) test -count=1 -timeout 5m -run '^TestConsole' -v ./admin/
 
 # test-helm tests the Helm chart (deploy/helm/walrelay) without a cluster, in a module
 # of its own (deploy/helm/test) so that the product's go.mod carries no Helm or

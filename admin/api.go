@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 )
 
 // The admin API shares the metrics listener: GET /status, GET and POST /pause,
-// POST /resume, GET /dlq, POST /dlq/retry, POST /replay and GET /replay/ID. On a loopback address it is open unless a token is
+// POST /resume, GET /dlq, GET /dlq/ID/record, POST /dlq/retry, POST /dlq/purge,
+// POST and GET /replay, GET /replay/ID and GET /overview (the console's, console.go). On a loopback address it is open unless a token is
 // set; on any other address it needs AdminToken, and without one it is off (403)
 // rather than open to the network (docs/operations.md). Web pages are kept out by
 // adminGuard (guard.go).
@@ -33,6 +35,7 @@ const (
 // relayAPI is the admin API of one relay: the relay, and the replays started
 // through it.
 type relayAPI struct {
+	name    string // the database's name in a group; "" for a relay of its own
 	r       *relay.Relay
 	replays replayJobs
 }
@@ -47,38 +50,45 @@ func adminRoutes(ctx context.Context) map[string]func(*relayAPI) http.Handler {
 				writeJSON(w, http.StatusOK, pauseNow(a.r))
 			})
 		},
-		"POST /pause": func(a *relayAPI) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				writeJSON(w, http.StatusOK, pauseAnswer{Paused: true, Changed: a.r.PauseBecause("POST /pause (walrelay pause)")})
-			})
-		},
+		"POST /pause": func(a *relayAPI) http.Handler { return http.HandlerFunc(a.servePause) },
 		"POST /resume": func(a *relayAPI) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				writeJSON(w, http.StatusOK, pauseAnswer{Paused: false, Changed: a.r.Resume()})
 			})
 		},
-		"GET /dlq":         func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveDeadLetters) },
-		"POST /dlq/retry":  func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveRetry) },
-		"POST /replay":     func(a *relayAPI) http.Handler { return a.serveReplay(ctx) },
-		"GET /replay/{id}": func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveReplayProgress) },
+		"GET /dlq":             func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveDeadLetters) },
+		"GET /dlq/{id}/record": func(a *relayAPI) http.Handler { return http.HandlerFunc(a.servePreview) },
+		"POST /dlq/retry":      func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveRetry) },
+		"POST /dlq/purge":      func(a *relayAPI) http.Handler { return http.HandlerFunc(a.servePurge) },
+		"POST /replay":         func(a *relayAPI) http.Handler { return a.serveReplay(ctx) },
+		"GET /replay":          func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveReplays) },
+		"GET /replay/{id}":     func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveReplayProgress) },
+		"GET /overview":        func(a *relayAPI) http.Handler { return http.HandlerFunc(a.serveOverview) },
 	}
 }
 
 // adminHandlers registers the admin API on mux, behind guard, for the relays by
 // name: a request names its database with ?database=NAME, which it may leave out
-// when there is one (pickDatabase).
-func adminHandlers(ctx context.Context, mux *http.ServeMux, guard func(http.Handler) http.Handler, relays []relay.Member) {
+// when there is one (pickDatabase). Every action is logged (actions.go); GET
+// /databases names the databases, for the console.
+func adminHandlers(ctx context.Context, mux *http.ServeMux, guard func(http.Handler) http.Handler, relays []relay.Member,
+	log *slog.Logger, proxies trustedProxies) {
 	apis := make(map[string]*relayAPI, len(relays))
 	for _, m := range relays {
-		apis[m.Name] = &relayAPI{r: m.Relay}
+		apis[m.Name] = &relayAPI{name: m.Name, r: m.Relay}
 	}
 	for pattern, route := range adminRoutes(ctx) {
 		byName := make(map[string]http.Handler, len(relays))
 		for name, a := range apis {
-			byName[name] = route(a)
+			byName[name] = logged(log, proxies, name, route(a))
 		}
 		mux.Handle(pattern, guard(pickDatabase(byName)))
 	}
+	names := memberNames(relays)
+	slices.Sort(names)
+	mux.Handle("GET /databases", guard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string][]string{"databases": names})
+	})))
 }
 
 // pickDatabase passes a request on to the handler of the database its ?database=
@@ -168,6 +178,14 @@ func (a *relayAPI) serveStatus(w http.ResponseWriter, req *http.Request) {
 			Problems: []ops.Problem{{Check: ops.CheckDatabase, Message: err.Error()}}}
 	}
 	st.Relay = health(a.r)
+	st.Relay.State = relayState(a.r)
+	if ps := a.r.PauseState(); ps.Paused {
+		st.Relay.Paused, st.Relay.PauseReason = true, ps.Reason
+		if !ps.Since.IsZero() {
+			st.Relay.PausedSince = &ps.Since
+		}
+	}
+	st.Sink, st.Build = sinkStatus(a.r), buildStatus()
 	if !st.Relay.Ready {
 		st.Problems = append(st.Problems, ops.Problem{Check: ops.CheckRelayNotReady,
 			Message: fmt.Sprintf("the relay is not ready: %s", st.Relay.Answer)})

@@ -223,7 +223,8 @@ func TestAdminAPIOffOnNetworkWithoutToken(t *testing.T) {
 	base := "http://" + net.JoinHostPort("127.0.0.1", port)
 	waitHTTP(t, base+"/readyz", http.StatusOK, "streaming")
 	for _, ep := range []struct{ method, path string }{{"GET", "/status"}, {"POST", "/pause"}, {"GET", "/dlq"}, {"POST", "/replay"}, {"GET", "/debug/pprof/"},
-		{"GET", "/debug/pprof/goroutine?debug=1"}} {
+		{"GET", "/debug/pprof/goroutine?debug=1"}, {"GET", "/ui/"}, {"GET", "/ui/console.js"}, {"GET", "/overview"}, {"POST", "/dlq/purge"},
+		{"GET", "/replay"}, {"GET", "/databases"}} {
 		code, body := adminCall(t, ep.method, base+ep.path, "", "")
 		if code != http.StatusForbidden || !bytes.Contains(body, []byte("--admin-token")) {
 			t.Errorf("%s %s: %d %s, want 403 naming --admin-token", ep.method, ep.path, code, body)

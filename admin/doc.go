@@ -1,7 +1,8 @@
 // Package admin serves a relay, or a Group of relays, over HTTP: one listener with
 // /metrics, /healthz and /readyz, the admin API (GET /status, GET and POST /pause,
-// POST /resume, GET /dlq, POST /dlq/retry, POST /replay, GET /replay/ID) and, with
-// Options.Pprof, Go's profiler. An embedding program runs Serve (or ServeGroup)
+// POST /resume, GET /dlq, GET /dlq/ID/record, POST /dlq/retry, POST /dlq/purge,
+// POST and GET /replay, GET /replay/ID, GET /overview, GET /databases), the console
+// at /ui/ that drives it and, with Options.Pprof, Go's profiler. An embedding program runs Serve (or ServeGroup)
 // beside Relay.Run (Group.Run) with the same context.
 //
 // What it guarantees:
@@ -23,7 +24,15 @@
 //   - A replay started with POST /replay publishes through the relay's own sink
 //     and waits while the relay is paused: a paused relay publishes nothing.
 //
+//   - The console's files are refused where the admin API is (a foreign Host, a
+//     cross-site request, the API off) and load nothing from another origin; the
+//     token it sends is the API's to check. GET /overview, which it polls, reads
+//     the relay's memory only: a console left open adds no query.
+//
+//   - Every admin action (each POST) is logged with the address it came from;
+//     X-Forwarded-For is believed from Options.TrustedProxies only.
+//
 // admin reads a relay only through its methods (Ready, Pause, Resume, PauseState,
-// Gatherer, Pool, Sink, PauseGate, Stores, Config); it imports relay, and relay
+// Gatherer, Pool, Sink, PauseGate, Stores, Config, Samples, Stalled, BrokerDown); it imports relay, and relay
 // never imports it.
 package admin

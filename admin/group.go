@@ -11,11 +11,11 @@ import (
 
 // groupMux routes a group's endpoints: one /metrics for all, /readyz for all or
 // one (?database=NAME), and the admin API addressed by ?database=NAME, behind guard.
-func groupMux(ctx context.Context, g *relay.Group, guard func(http.Handler) http.Handler) *http.ServeMux {
+func groupMux(ctx context.Context, g *relay.Group, guard func(http.Handler) http.Handler, proxies trustedProxies) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler(g.Gatherer(), g.Registerer()))
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, req *http.Request) { serveGroupReady(g, w, req) })
-	adminHandlers(ctx, mux, guard, g.Members())
+	adminHandlers(ctx, mux, guard, g.Members(), g.Logger(), proxies)
 	return mux
 }
 

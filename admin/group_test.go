@@ -111,6 +111,21 @@ func TestGroupAddressesEachDatabase(t *testing.T) {
 	if code, body := adminCall(t, "GET", base+"/status?database=beta", token, ""); code != http.StatusOK || !strings.Contains(string(body), `"slot": "group_beta"`) {
 		t.Fatalf("GET /status?database=beta: %d %s, want beta's slot", code, body)
 	}
+	// The console's view of a group: its databases, and each one's overview by name.
+	if code, body := adminCall(t, "GET", base+"/databases", token, ""); code != http.StatusOK || !strings.Contains(string(body), `"alpha",`) ||
+		!strings.Contains(string(body), `"beta"`) {
+		t.Fatalf("GET /databases: %d %s, want alpha and beta", code, body)
+	}
+	if code, body := adminCall(t, "GET", base+"/overview?database=alpha", token, ""); code != http.StatusOK ||
+		!strings.Contains(string(body), `"database": "alpha"`) || !strings.Contains(string(body), `"state": "paused"`) {
+		t.Fatalf("GET /overview?database=alpha: %d %s, want alpha paused", code, body)
+	}
+	if code, body := adminCall(t, "GET", base+"/overview?database=beta", token, ""); code != http.StatusOK || !strings.Contains(string(body), `"state": "streaming"`) {
+		t.Fatalf("GET /overview?database=beta: %d %s, want beta streaming", code, body)
+	}
+	if code, _ := adminCall(t, "GET", base+"/overview", token, ""); code != http.StatusBadRequest {
+		t.Fatalf("GET /overview without ?database in a group: %d, want 400", code)
+	}
 	_, metrics := adminCall(t, "GET", base+"/metrics", "", "")
 	for _, want := range []string{`walrelay_paused{database="alpha"} 1`, `walrelay_paused{database="beta"} 0`, `walrelay_leader{database="beta"} 1`} {
 		if !strings.Contains(string(metrics), want) {

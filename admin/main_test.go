@@ -58,6 +58,8 @@ type config struct {
 	AdminToken  string
 	AdminHosts  []string
 	Pprof       bool
+	// TrustedProxies is admin.Options.TrustedProxies.
+	TrustedProxies []string
 }
 
 // start runs a relay for dbURL and the broker, served with admin.Serve, until the
@@ -74,6 +76,9 @@ func start(t *testing.T, dbURL string, broker *kfake.Cluster, slot string, tweak
 	}
 	sc := sinks.DefaultConfig()
 	sc.Kafka.Brokers = broker.ListenAddrs()
+	// What settings.CheckedConfig sets from the sink's settings.
+	cfg.BrokerAddrs = sc.Addresses()
+	cfg.Published = relay.Published{Sink: string(sc.Kind), TopicTemplate: sc.TopicTemplate, Format: sc.Format}
 	snk, err := sinks.Open(context.Background(), sc, sinks.Window{Events: cfg.MaxInFlightEvents,
 		Bytes: cfg.MaxInFlightBytes, PollBatch: cfg.PollInFlight()}, cfg.Logger, cfg.ReconnectMin, cfg.ReconnectMax)
 	if err != nil {
@@ -85,7 +90,8 @@ func start(t *testing.T, dbURL string, broker *kfake.Cluster, slot string, tweak
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}
-	opts := admin.Options{Addr: cfg.MetricsAddr, Token: cfg.AdminToken, Hosts: cfg.AdminHosts, Pprof: cfg.Pprof}
+	opts := admin.Options{Addr: cfg.MetricsAddr, Token: cfg.AdminToken, Hosts: cfg.AdminHosts, Pprof: cfg.Pprof,
+		TrustedProxies: cfg.TrustedProxies}
 	ctx, cancel := context.WithCancel(context.Background())
 	rn := &running{t: t, cancel: cancel, done: make(chan error, 1), logs: logs, relay: r}
 	go func() {

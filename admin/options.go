@@ -24,6 +24,10 @@ type Options struct {
 	// request to any other Host is refused, which keeps a DNS-rebinding web page
 	// out.
 	Hosts []string
+	// TrustedProxies are the addresses and CIDR networks of reverse proxies in
+	// front of the listener: from them alone X-Forwarded-For is believed when an
+	// admin action is logged with the address it came from.
+	TrustedProxies []string
 }
 
 // Validate checks the options without listening.
@@ -34,5 +38,6 @@ func (o Options) Validate() error {
 			addr = fmt.Errorf("metrics address %q is not host:port", o.Addr)
 		}
 	}
-	return errors.Join(addr, checkAdminHosts(o.Hosts))
+	_, proxies := parseTrustedProxies(o.TrustedProxies)
+	return errors.Join(addr, checkAdminHosts(o.Hosts), proxies)
 }

@@ -16,9 +16,10 @@ const maxReplayJobs = 100
 
 // replayJobs are the replays started over the admin API, by id.
 type replayJobs struct {
-	mu    sync.Mutex
-	jobs  map[string]*ops.ReplayProgress
-	order []string // ids, oldest first
+	mu      sync.Mutex
+	jobs    map[string]*ops.ReplayProgress
+	filters map[string]ops.ReplayFilter // what each replays, for GET /replay
+	order   []string                    // ids, oldest first
 }
 
 func (j *replayJobs) set(p ops.ReplayProgress) {
@@ -31,10 +32,42 @@ func (j *replayJobs) set(p ops.ReplayProgress) {
 		j.order = append(j.order, p.ID)
 		if len(j.order) > maxReplayJobs {
 			delete(j.jobs, j.order[0])
+			delete(j.filters, j.order[0])
 			j.order = j.order[1:]
 		}
 	}
 	j.jobs[p.ID] = &p
+}
+
+// start remembers a replay that starts, with its filter.
+func (j *replayJobs) start(p ops.ReplayProgress, f ops.ReplayFilter) {
+	j.set(p)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.filters == nil {
+		j.filters = map[string]ops.ReplayFilter{}
+	}
+	if _, ok := j.jobs[p.ID]; ok {
+		j.filters[p.ID] = f
+	}
+}
+
+// recentReplay is one of GET /replay's answers: a replay's progress and its filter.
+type recentReplay struct {
+	ops.ReplayProgress
+	Filter ops.ReplayFilter `json:"filter"`
+}
+
+// recent are the replays remembered, newest first.
+func (j *replayJobs) recent() []recentReplay {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]recentReplay, 0, len(j.order))
+	for i := len(j.order) - 1; i >= 0; i-- {
+		id := j.order[i]
+		out = append(out, recentReplay{*j.jobs[id], j.filters[id]})
+	}
+	return out
 }
 
 func (j *replayJobs) get(id string) (ops.ReplayProgress, bool) {
@@ -105,7 +138,7 @@ func (a *relayAPI) serveReplay(ctx context.Context) http.HandlerFunc {
 		if r.Paused() && !opts.DryRun {
 			started.Waiting = ops.ReplayWaitingPaused
 		}
-		a.replays.set(started)
+		a.replays.start(started, f)
 		if started.Waiting != "" {
 			r.Logger().Info("replay started; it waits for the resume: a paused relay publishes nothing", "replay", opts.ID, "filter", f)
 		} else {
@@ -136,4 +169,10 @@ func (a *relayAPI) serveReplayProgress(w http.ResponseWriter, req *http.Request)
 		return
 	}
 	writeJSON(w, http.StatusOK, p)
+}
+
+// serveReplays answers the replays started here, newest first, with their
+// progress or outcome.
+func (a *relayAPI) serveReplays(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string][]recentReplay{"replays": a.replays.recent()})
 }

@@ -33,7 +33,7 @@ func Serve(ctx context.Context, r *relay.Relay, opts Options) error {
 	if err != nil {
 		return err
 	}
-	r.Logger().Info("serving /metrics, /healthz and /readyz, and the admin API", "addr", ln.Addr().String())
+	r.Logger().Info("serving /metrics, /healthz and /readyz, and the admin API and its console (/ui/)", "addr", ln.Addr().String())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler(r.Gatherer(), r.Registerer()))
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, req *http.Request) {
@@ -49,7 +49,9 @@ func Serve(ctx context.Context, r *relay.Relay, opts Options) error {
 		writeReady(w, ready, why)
 	})
 	guard := adminGuard(opts.Token, opts.Hosts, ln.Addr(), r.Logger())
-	adminHandlers(ctx, mux, guard, []relay.Member{{Relay: r}})
+	proxies, _ := parseTrustedProxies(opts.TrustedProxies) // Validate checked them
+	adminHandlers(ctx, mux, guard, []relay.Member{{Relay: r}}, r.Logger(), proxies)
+	consoleHandlers(mux, opts, ln.Addr())
 	return serve(ctx, ln, mux, opts.Pprof, guard)
 }
 
@@ -67,10 +69,13 @@ func ServeGroup(ctx context.Context, g *relay.Group, opts Options) error {
 	if err != nil {
 		return err
 	}
-	g.Logger().Info("serving /metrics, /healthz and /readyz, and the admin API", "addr", ln.Addr().String(),
+	g.Logger().Info("serving /metrics, /healthz and /readyz, and the admin API and its console (/ui/)", "addr", ln.Addr().String(),
 		"databases", len(g.Members()))
 	guard := adminGuard(opts.Token, opts.Hosts, ln.Addr(), g.Logger())
-	return serve(ctx, ln, groupMux(ctx, g, guard), opts.Pprof, guard)
+	proxies, _ := parseTrustedProxies(opts.TrustedProxies) // Validate checked them
+	mux := groupMux(ctx, g, guard, proxies)
+	consoleHandlers(mux, opts, ln.Addr())
+	return serve(ctx, ln, mux, opts.Pprof, guard)
 }
 
 func listen(addr string) (net.Listener, error) {

@@ -49,11 +49,30 @@ type Status struct {
 	// progress) last moved.
 	PublishedHorizonAt *time.Time `json:"published_horizon_at,omitempty"`
 	// Relay is what the relay answered over HTTP; nil when no address was given.
-	Relay    *RelayHealth `json:"relay,omitempty"`
+	Relay *RelayHealth `json:"relay,omitempty"`
+	// Sink and Build are what the admin API's /status adds: where the relay
+	// publishes and which walrelay it is (package admin); `walrelay status` leaves
+	// them out.
+	Sink     *SinkStatus  `json:"sink,omitempty"`
+	Build    *BuildStatus `json:"build,omitempty"`
 	Problems []Problem    `json:"problems"`
 	// Tables has a row per outbox table; the counts above are their sums,
 	// OldestPendingAge their maximum.
 	Tables []TableStatus `json:"tables"`
+}
+
+// SinkStatus is where a relay publishes: the broker's kind, its addresses with
+// credentials redacted (internal/redact) and the topic template.
+type SinkStatus struct {
+	Kind          string   `json:"kind"`
+	Brokers       []string `json:"brokers"`
+	TopicTemplate string   `json:"topic_template,omitempty"`
+}
+
+// BuildStatus is the walrelay build a relay runs (internal/buildinfo).
+type BuildStatus struct {
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
 }
 
 // TableStatus is one outbox table's part of Status.

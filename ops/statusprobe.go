@@ -27,7 +27,25 @@ type RelayHealth struct {
 	// EventsConfirmedAt is when its confirmed LSN last moved past a transaction with
 	// events (walrelay_events_confirmed_timestamp_seconds); nil: not since it started.
 	EventsConfirmedAt *time.Time `json:"events_confirmed_at,omitempty"`
+	// State, Paused and below are what the admin API's /status adds of the relay it
+	// answers for (package admin); a relay asked over HTTP leaves them out.
+	State       RelayState `json:"state,omitempty"`
+	Paused      bool       `json:"paused,omitempty"`
+	PausedSince *time.Time `json:"paused_since,omitempty"`
+	PauseReason string     `json:"pause_reason,omitempty"`
 }
+
+// RelayState is what a relay does now, in one word; Answer says why.
+type RelayState string
+
+const (
+	StateStreaming  RelayState = "streaming"   // ready: publishing as events come
+	StatePaused     RelayState = "paused"      // paused by an operator (PauseReason)
+	StateStandby    RelayState = "standby"     // waiting for another instance to release the slot
+	StateBrokerDown RelayState = "broker_down" // the broker does not acknowledge
+	StateStalled    RelayState = "stalled"     // slot lag grows and the confirmed LSN stands still
+	StateNotReady   RelayState = "not_ready"   // starting, catching up or reconnecting: Answer says which
+)
 
 // probeTimeout bounds each request to the relay.
 const probeTimeout = 3 * time.Second

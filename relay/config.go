@@ -135,6 +135,9 @@ type Config struct {
 	// while it does not acknowledge (sinks.Config.Addresses); New redacts them
 	// (internal/redact), so a URL carrying a password or token may be given.
 	BrokerAddrs []string
+	// Published says how the sink makes records of events: the relay does not read
+	// it; the admin API shows it (/status) and previews a dead letter's record with it.
+	Published Published
 	// StatsInterval is how often slot health and table counts are read.
 	StatsInterval time.Duration
 	// StallTimeout: slot lag growing while the confirmed LSN has not moved for this

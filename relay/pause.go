@@ -27,7 +27,7 @@ func (r *Relay) PauseBecause(why string) bool {
 	r.metrics.paused.Set(1)
 	events, _ := r.window.InFlight()
 	r.log.Info("paused: reading and publishing nothing until resumed; the slot keeps WAL meanwhile",
-		"slot", r.cfg.Slot, "events_in_flight", events)
+		"slot", r.cfg.Slot, "events_in_flight", events, "reason", why)
 	return true
 }
 

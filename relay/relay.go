@@ -49,6 +49,8 @@ type Relay struct {
 	tableStores    atomic.Pointer[[]TableStore] // set once the tables are checked: Stores, for the admin API's /dlq
 	// eventsConfirmedAt is walrelay_events_confirmed_timestamp_seconds, for GET /status.
 	eventsConfirmedAt atomic.Pointer[time.Time]
+	// samples are the console's charts: one per stats pass (samples.go).
+	samples *sampleRing
 
 	// tables are the outbox tables, their shapes read by checkTable at the start of
 	// Run; shape is the first one's.
@@ -124,6 +126,7 @@ func New(cfg Config) (*Relay, error) {
 		target:     cfg.DatabaseURL,
 		registerer: reg,
 		gatherer:   gatherer,
+		samples:    newSampleRing(cfg.StatsInterval),
 	}
 	m, err := newMetrics(reg, r)
 	if err != nil {

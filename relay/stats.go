@@ -20,11 +20,13 @@ func (r *Relay) stats(ctx context.Context, pool, slots *pgxpool.Pool) error {
 	var lastLag int64
 	lastMove := time.Now()
 	for {
+		var slotLag int64
 		if err := r.readTableStats(ctx, pool); err != nil && ctx.Err() == nil {
 			r.log.Warn("reading outbox stats failed", "err", err)
 		}
 		if r.cfg.Mode == ModeStream {
 			lsn, lag, err := r.readSlotStats(ctx, slots)
+			slotLag = lag
 			switch {
 			case ctx.Err() != nil:
 			case err != nil:
@@ -51,6 +53,7 @@ func (r *Relay) stats(ctx context.Context, pool, slots *pgxpool.Pool) error {
 		} else {
 			r.metrics.stalled.Set(0)
 		}
+		r.sample(slotLag)
 		select {
 		case <-ctx.Done():
 			return nil

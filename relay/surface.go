@@ -2,12 +2,14 @@ package relay
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/replication"
 	"github.com/walrelay/walrelay/sink"
 )
@@ -65,4 +67,28 @@ func (r *Relay) Stores() []TableStore {
 		return *s
 	}
 	return nil
+}
+
+// Published is how the relay's sink makes records of events (Config.Published).
+type Published struct {
+	// Sink is the broker's kind: kafka, nats, rabbitmq, redis, sqs, pubsub or http.
+	Sink string
+	// TopicTemplate is the sink's topic (subject, stream, queue) template, for the
+	// tables that set none of their own; empty where the sink names its destination
+	// otherwise (RabbitMQ, HTTP).
+	TopicTemplate string
+	// Format makes an event's key, value and headers.
+	Format record.Format
+}
+
+// Stalled reports whether slot lag grows while the confirmed LSN stands still
+// (walrelay_stalled).
+func (r *Relay) Stalled() bool { return r.stalled.Load() }
+
+// BrokerDown is why the broker does not acknowledge, and "" while it does.
+func (r *Relay) BrokerDown() string {
+	if why := r.brokerDown.Load(); why != nil {
+		return strings.TrimSpace(*why)
+	}
+	return ""
 }

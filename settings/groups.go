@@ -30,7 +30,7 @@ var Groups = []Group{
 	{Title: "Amazon SQS (--sink sqs)", prefix: "sqs-"},
 	{Title: "Google Pub/Sub (--sink pubsub)", prefix: "pubsub-"},
 	{Title: "HTTP (--sink http)", prefix: "http-"},
-	{Title: "Operations", names: []string{"config", "database", "metrics-addr", "admin-url", "admin-token", "admin-hosts", "pprof",
+	{Title: "Operations", names: []string{"config", "database", "metrics-addr", "admin-url", "admin-token", "admin-hosts", "admin-trusted-proxies", "pprof",
 		"log-level", "log-format", "stats-interval", "stall-timeout", "broker-probe-interval", "help"}},
 }
 

@@ -235,6 +235,9 @@ func New() *Settings {
 			"localhost and the address the relay is reached at (e.g. walrelay,walrelay.ops.svc): a request to another Host is refused, " +
 			"which keeps web pages out (DNS rebinding)", kind: kindList,
 			set: func(v string) error { s.Admin.Hosts = splitList(v); return nil }},
+		{name: "admin-trusted-proxies", usage: "addresses or CIDR networks of reverse proxies in front of the metrics address, comma-separated: " +
+			"their X-Forwarded-For names the address an admin action is logged with (empty: the peer's address, X-Forwarded-For ignored)", kind: kindList,
+			set: func(v string) error { s.Admin.TrustedProxies = splitList(v); return nil }},
 		{name: "pprof", usage: "also serve Go's profiler under /debug/pprof/ on the metrics address, behind the admin API's checks and token",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &s.Admin.Pprof) }},
 		dur("stats-interval", "how often slot health and outbox counts are read for metrics", &c.StatsInterval),

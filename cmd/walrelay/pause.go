@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,7 +33,7 @@ func resumeCommand() *cobra.Command {
 
 func pauseResumeCommand(verb, short, long string) *cobra.Command {
 	s := newSettings()
-	var database string
+	var database, reason string
 	cmd := &cobra.Command{
 		Use:   verb,
 		Short: short,
@@ -60,7 +61,11 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 				target += "?database=" + url.QueryEscape(database)
 				base += " (database " + database + ")"
 			}
-			if err := adminPost(cmd.Context(), target, s.Admin.Token, &answer); err != nil {
+			var body any
+			if reason != "" {
+				body = map[string]string{"reason": reason}
+			}
+			if err := adminRequestBody(cmd.Context(), http.MethodPost, target, s.Admin.Token, body, &answer); err != nil {
 				return runtimeError{err}
 			}
 			base = redact.URL(base) // --admin-url may carry a token
@@ -80,6 +85,9 @@ func pauseResumeCommand(verb, short, long string) *cobra.Command {
 	}
 	s.Register(cmd.Flags(), "admin-url", "admin-token", "metrics-addr")
 	cmd.Flags().StringVar(&database, "database", "", "the database to "+verb+", of a relay that runs a databases list")
+	if verb == "pause" {
+		cmd.Flags().StringVar(&reason, "reason", "", "why, said back to whoever looks: GET /pause, /status and the console show it")
+	}
 	return cmd
 }
 
@@ -103,11 +111,27 @@ func (e adminRefusal) Error() string {
 
 // adminRequest is adminPost with another method.
 func adminRequest(ctx context.Context, method, url, token string, v any) error {
+	return adminRequestBody(ctx, method, url, token, nil, v)
+}
+
+// adminRequestBody is adminRequest sending body as JSON, when not nil.
+func adminRequestBody(ctx context.Context, method, url, token string, body, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	var payload io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encode the request to %s: %w", url, err)
+		}
+		payload = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, payload)
 	if err != nil {
 		return fmt.Errorf("admin url %s: %w", url, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -117,7 +141,7 @@ func adminRequest(ctx context.Context, method, url, token string, v any) error {
 		return fmt.Errorf("ask the relay (is it running, and is --admin-url right?): %w", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return fmt.Errorf("read the relay's answer from %s: %w", url, err)
 	}
@@ -125,13 +149,13 @@ func adminRequest(ctx context.Context, method, url, token string, v any) error {
 		var e struct {
 			Error string `json:"error"`
 		}
-		msg := strings.TrimSpace(string(body))
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		msg := strings.TrimSpace(string(answer))
+		if json.Unmarshal(answer, &e) == nil && e.Error != "" {
 			msg = e.Error
 		}
 		return adminRefusal{url: url, status: resp.StatusCode, text: resp.Status, msg: msg}
 	}
-	if err := json.Unmarshal(body, v); err != nil {
+	if err := json.Unmarshal(answer, v); err != nil {
 		return fmt.Errorf("the relay at %s answered what is not the admin API's JSON (another server there?): %w", url, err)
 	}
 	return nil

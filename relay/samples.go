@@ -1,0 +1,133 @@
+package relay
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// The console's charts (docs/operations.md, "Console") read the relay's figures
+// over the last hour without asking PostgreSQL: one Sample is taken at the end of
+// each stats pass (stats.go), on the tick the relay already has, into a ring of
+// fixed size per relay. It adds no wake-up and no query.
+
+// sampleWindow is how far back the ring reaches.
+const sampleWindow = time.Hour
+
+// maxSamples bounds the ring whatever the stats interval: 3,600 samples of 48
+// bytes each (about 170 KiB) at a stats interval of a second or less.
+const maxSamples = 3600
+
+// Sample is the relay's figures at the end of one stats pass.
+type Sample struct {
+	At time.Time `json:"at"`
+	// EventsPerSecond are the events the broker acknowledged since the previous
+	// sample, per second.
+	EventsPerSecond float64 `json:"events_per_second"`
+	// AckLatencySeconds is the mean time from commit to the broker's ack of the
+	// events acknowledged since the previous sample; 0 when none was.
+	AckLatencySeconds float64 `json:"ack_latency_seconds"`
+	// LagBytes is the slot's confirmed lag (walrelay_slot_confirmed_lag_bytes); 0
+	// in poll mode.
+	LagBytes int64 `json:"lag_bytes"`
+	// Pending is walrelay_queued_events: rows waiting for the poller plus events in
+	// flight.
+	Pending int64 `json:"pending"`
+	// DeadLetters is walrelay_dead_letters as the stats pass read it.
+	DeadLetters int64 `json:"dead_letters"`
+}
+
+// sampleRing keeps the newest samples, oldest overwritten first.
+type sampleRing struct {
+	mu struct {
+		sync.Mutex
+		buf  []Sample // allocated once, at its full size
+		next int      // where the next sample goes
+		n    int      // samples held, up to len(buf)
+		// published and ackSum/ackCount are the counters at the previous sample.
+		published, ackSum float64
+		ackCount          uint64
+	}
+}
+
+// ringSize is how many samples cover sampleWindow at interval, within [1, maxSamples].
+func ringSize(interval time.Duration) int {
+	if interval <= 0 {
+		return maxSamples
+	}
+	n := int((sampleWindow + interval - 1) / interval)
+	return min(max(n, 1), maxSamples)
+}
+
+func newSampleRing(interval time.Duration) *sampleRing {
+	s := &sampleRing{}
+	s.mu.buf = make([]Sample, ringSize(interval))
+	return s
+}
+
+// add records a sample built from the counters' values now: published (events
+// acknowledged) and the commit-to-ack histogram's sum and count.
+func (s *sampleRing) add(at time.Time, published, ackSum float64, ackCount uint64, lag, pending, dead int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	smp := Sample{At: at.UTC(), LagBytes: lag, Pending: pending, DeadLetters: dead}
+	if s.mu.n > 0 {
+		prev := s.mu.buf[(s.mu.next+len(s.mu.buf)-1)%len(s.mu.buf)]
+		if secs := at.Sub(prev.At).Seconds(); secs > 0 && published >= s.mu.published {
+			smp.EventsPerSecond = (published - s.mu.published) / secs
+		}
+		if ackCount > s.mu.ackCount {
+			smp.AckLatencySeconds = (ackSum - s.mu.ackSum) / float64(ackCount-s.mu.ackCount)
+		}
+	}
+	s.mu.published, s.mu.ackSum, s.mu.ackCount = published, ackSum, ackCount
+	s.mu.buf[s.mu.next] = smp
+	s.mu.next = (s.mu.next + 1) % len(s.mu.buf)
+	s.mu.n = min(s.mu.n+1, len(s.mu.buf))
+}
+
+// since returns the samples taken after t, oldest first.
+func (s *sampleRing) since(t time.Time) []Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Sample, 0, s.mu.n)
+	start := (s.mu.next - s.mu.n + len(s.mu.buf)) % len(s.mu.buf)
+	for i := range s.mu.n {
+		smp := s.mu.buf[(start+i)%len(s.mu.buf)]
+		if smp.At.After(t) {
+			out = append(out, smp)
+		}
+	}
+	return out
+}
+
+// latest is the newest sample, and false before the first.
+func (s *sampleRing) latest() (Sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.n == 0 {
+		return Sample{}, false
+	}
+	return s.mu.buf[(s.mu.next+len(s.mu.buf)-1)%len(s.mu.buf)], true
+}
+
+// sample takes one sample of r's figures: called at the end of each stats pass.
+func (r *Relay) sample(lag int64) {
+	var published, hist dto.Metric
+	_ = r.metrics.published.(prometheus.Metric).Write(&published)
+	_ = r.metrics.commitToAck.(prometheus.Metric).Write(&hist)
+	var dead dto.Metric
+	_ = r.metrics.deadLetters.(prometheus.Metric).Write(&dead)
+	events, _ := r.window.InFlight()
+	r.samples.add(time.Now(), published.GetCounter().GetValue(), hist.GetHistogram().GetSampleSum(),
+		hist.GetHistogram().GetSampleCount(), lag, r.metrics.waitingRows.Load()+int64(events), int64(dead.GetGauge().GetValue()))
+}
+
+// Samples are the relay's samples taken after since, oldest first: at most the
+// last hour's, one per stats interval.
+func (r *Relay) Samples(since time.Time) []Sample { return r.samples.since(since) }
+
+// LatestSample is the newest sample, and false before the first stats pass ended.
+func (r *Relay) LatestSample() (Sample, bool) { return r.samples.latest() }
