@@ -16,9 +16,13 @@ import (
 // sampleWindow is how far back the ring reaches.
 const sampleWindow = time.Hour
 
-// maxSamples bounds the ring whatever the stats interval: 3,600 samples of 48
-// bytes each (about 190 KiB) at a stats interval of a second or less.
+// maxSamples bounds the ring whatever the stats interval: 3,600 samples of
+// sampleBytes each (about 253 KiB) at a stats interval of a second or less.
 const maxSamples = 3600
+
+// sampleBytes is the size of a Sample in the ring (TestSampleSize), for the
+// memory docs/performance.md counts against the RSS goal.
+const sampleBytes = 72
 
 // Sample is the relay's figures at the end of one stats pass.
 type Sample struct {
@@ -96,13 +100,17 @@ func (s *sampleRing) add(at time.Time, published, ackSum float64, ackCount uint6
 func (s *sampleRing) since(t time.Time) []Sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Sample, 0, s.mu.n)
+	// Samples are in time order: skip those up to t, then copy the rest. A console
+	// asks for what came since its last poll, none or one sample, so nothing is
+	// allocated for the hour it already has.
 	start := (s.mu.next - s.mu.n + len(s.mu.buf)) % len(s.mu.buf)
-	for i := range s.mu.n {
-		smp := s.mu.buf[(start+i)%len(s.mu.buf)]
-		if smp.At.After(t) {
-			out = append(out, smp)
-		}
+	skip := 0
+	for skip < s.mu.n && !s.mu.buf[(start+skip)%len(s.mu.buf)].At.After(t) {
+		skip++
+	}
+	out := make([]Sample, s.mu.n-skip)
+	for i := range out {
+		out[i] = s.mu.buf[(start+skip+i)%len(s.mu.buf)]
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package relay
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -99,4 +100,15 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no gauge %s", name)
 	return 0
+}
+
+// The ring's memory per database, as docs/performance.md states it: 360 samples
+// (25,920 bytes) at the default 10 s stats interval, 3,600 (259,200) at most.
+func TestSampleSize(t *testing.T) {
+	if got := unsafe.Sizeof(Sample{}); got != sampleBytes {
+		t.Errorf("a Sample is %d bytes, sampleBytes says %d: correct it and docs/performance.md's console note", got, sampleBytes)
+	}
+	if got := cap(newSampleRing(10*time.Second).mu.buf) * sampleBytes; got != 25_920 {
+		t.Errorf("the ring at 10s holds %d bytes, want 25,920", got)
+	}
 }
