@@ -30,16 +30,21 @@ func TestPollConsole(t *testing.T) {
 			overviews++
 			n = overviews
 			mu.Unlock()
-			_, _ = w.Write([]byte(`{"latest":{"at":"` + latest[min(n, 2)-1] + `"},"samples":[]}`))
+			_, _ = w.Write([]byte(`{"stats_interval_seconds":10,"latest":{"at":"` + latest[min(n, 2)-1] + `"},"samples":[]}`))
 		default:
 			http.NotFound(w, r)
 		}
 	}))
 	defer srv.Close()
 
-	polls, size, err := pollConsole(t.Context(), srv.Client(), srv.URL, 20*time.Millisecond, 300*time.Millisecond)
+	var stats []time.Duration
+	every := func(s time.Duration) time.Duration { stats = append(stats, s); return 20 * time.Millisecond }
+	polls, size, err := pollConsole(t.Context(), srv.Client(), srv.URL, every, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(stats) == 0 || stats[0] != 10*time.Second {
+		t.Errorf("the wait after a poll was asked for stats intervals %v, want the answer's 10s", stats)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -59,6 +64,18 @@ func TestPollConsole(t *testing.T) {
 	}
 	if strings.Count(strings.Join(asked, " "), "/status") != 1 {
 		t.Errorf("asked %q, want /status once", asked)
+	}
+}
+
+// The page polls at the relay's stats interval, within 2 and 10 s.
+func TestConsolePollEvery(t *testing.T) {
+	for _, c := range []struct{ stats, want time.Duration }{
+		{0, 2 * time.Second}, {250 * time.Millisecond, 2 * time.Second}, {5 * time.Second, 5 * time.Second},
+		{10 * time.Second, 10 * time.Second}, {time.Minute, 10 * time.Second},
+	} {
+		if got := consolePollEvery(c.stats); got != c.want {
+			t.Errorf("consolePollEvery(%s) = %s, want %s", c.stats, got, c.want)
+		}
 	}
 }
 
