@@ -56,6 +56,7 @@ type browserPage struct {
 	failed      []string
 	statusIDs   []network.RequestID // the responses of GET /status, in order
 	overviewIDs []network.RequestID // the responses of GET /overview, in order
+	overviewAt  []time.Time         // and when each came
 }
 
 // newBrowser starts Chromium (as root: without its sandbox; no background
@@ -113,6 +114,7 @@ func newBrowser(t *testing.T) *browserPage {
 		if strings.Contains(u, "/overview") && ev.Response.Status == http.StatusOK {
 			b.mu.Lock()
 			b.overviewIDs = append(b.overviewIDs, ev.RequestID)
+			b.overviewAt = append(b.overviewAt, time.Now())
 			b.mu.Unlock()
 		}
 	})

@@ -36,15 +36,7 @@ func TestConsoleScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newBrowser(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(admin.FixedConsole(ln.Addr(), screenshotClock))
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
+	url := fixedConsole(t, screenshotClock)
 
 	frozen := fmt.Sprintf(`(() => {
   const T = %d, D = Date;
@@ -65,7 +57,7 @@ func TestConsoleScreenshots(t *testing.T) {
 		return chromedp.Void{}, err
 	})
 	b.viewport(1280, 800, "light")
-	b.do("open the console", chromedp.Navigate(srv.URL+"/ui/"))
+	b.do("open the console", chromedp.Navigate(url+"/ui/"))
 	b.waitJS("the overview", `document.getElementById("state").dataset.state === "streaming" &&
 		document.querySelector('dd[data-live="lag_seconds"]').dataset.value !== undefined &&
 		document.querySelectorAll("svg path.line").length === 4`)
@@ -94,4 +86,20 @@ func TestConsoleScreenshots(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fixedConsole serves admin.FixedConsole dated from now on a loopback port until
+// the test ends, and returns its URL.
+func fixedConsole(t *testing.T, now time.Time) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(admin.FixedConsole(ln.Addr(), now))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
