@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
@@ -164,3 +165,11 @@ func (s *holdingSink) Publish(_ *outbox.Event, done sink.Done) { s.held = append
 func (*holdingSink) Flush(context.Context) error               { return nil }
 func (*holdingSink) Ping(context.Context) error                { return nil }
 func (*holdingSink) Close()                                    {}
+
+// An inflight is held per event in flight: it fits the allocator's 320-byte size
+// class (docs/performance.md, "Memory: where the drain's resident set goes").
+func TestInflightSize(t *testing.T) {
+	if n := unsafe.Sizeof(inflight{}); n > 320 {
+		t.Errorf("an inflight is %d bytes, want at most 320", n)
+	}
+}
