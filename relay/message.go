@@ -61,7 +61,7 @@ type rowless inflight
 
 // publishMessage sends a table-less event to the sink.
 func (p *publisher) publishMessage(ev outbox.Event, at position, txn *replication.Txn, size int) {
-	f := &rowless{ev: ev, pub: p, txn: txn, size: size, at: at}
+	f := &rowless{ev: ev, pub: p, txn: txn, size: size, at: at.row()}
 	p.send((*inflight)(f), f)
 }
 
@@ -81,7 +81,7 @@ func (f *rowless) Done(err error) {
 		f.txn.Done(f.size, nil)
 	case sink.IsEventError(err):
 		p.m.failed.WithLabelValues(f.ev.EventType).Inc()
-		p.handOverMessage(&f.ev, err, f.at, f.txn, f.size, nil)
+		p.handOverMessage(&f.ev, err, f.at.position(), f.txn, f.size, nil)
 	default:
 		p.m.failed.WithLabelValues(f.ev.EventType).Inc()
 		f.txn.Done(f.size, fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w",
