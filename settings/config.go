@@ -67,8 +67,9 @@ func (s *Settings) CheckedConfig(logger *slog.Logger) (relay.Config, error) {
 	}
 	envelope := checkEnvelope(s.Sinks, cfg.OutboxTables())
 	expand := setExpandedSchemaName(&s.Sinks, cfg.OutboxTables())
+	registry := s.setupRegistry(&cfg)
 	cfg.Published = relay.Published{Sink: string(s.Sinks.Kind), TopicTemplate: s.Sinks.TopicTemplate, Format: s.Sinks.Format}
-	return cfg, errors.Join(s.Sinks.Validate(), cfg.Validate(), s.Admin.Validate(), eoSink, partitionSink, envelope, expand,
+	return cfg, errors.Join(registry, s.Sinks.Validate(), cfg.Validate(), s.Admin.Validate(), eoSink, partitionSink, envelope, expand,
 		s.checkHeaderKeys(cfg), s.checkSQS(cfg))
 }
 

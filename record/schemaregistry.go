@@ -1,0 +1,244 @@
+package record
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/walrelay/walrelay/outbox"
+)
+
+// The registry converters (Avro, Protobuf, JSON Schema) write Confluent's wire
+// format: the magic byte 0, the schema's registry id as 4 big-endian bytes, then the
+// converter's own bytes (AbstractKafkaSchemaSerDe.MAGIC_BYTE and idSize). Each
+// converter is a pair of functions over the same event: the schema text registered
+// for the key or the value with the name of its top-level record (empty when it has
+// none), and the bytes written after the header. Ids come from Schemas, a cache the
+// relay fills before it hands an event to a sink (docs/design.md, "Schema
+// registry"): a sink's Key and Value never call the registry.
+
+// Schema types as the registry's REST API names them (schemaType).
+const (
+	SchemaAvro       = "AVRO"
+	SchemaProtobuf   = "PROTOBUF"
+	SchemaJSONSchema = "JSON"
+)
+
+// registeredConverter is one registry converter's pair.
+type registeredConverter struct {
+	schemaType string
+	schema     func(f *Format, value bool, e *outbox.Event) (text, fullName string)
+	append     func(b []byte, f *Format, value bool, e *outbox.Event) []byte
+	// check, when set, says why e cannot be written (a name the format refuses).
+	check func(f *Format, value bool, e *outbox.Event) error
+}
+
+// converterOf is c's pair; ok is false for the converters without a registry.
+func converterOf(c Converter) (registeredConverter, bool) {
+	switch c {
+	case Avro:
+		return registeredConverter{SchemaAvro, avroSchema, appendAvro, checkAvro}, true
+	case JSONSchema:
+		return registeredConverter{SchemaJSONSchema, jsonSchemaSchema, appendJSONSchema, nil}, true
+	}
+	return registeredConverter{}, false
+}
+
+// SubjectStrategy names the subject a schema is registered under, as Confluent's
+// key.subject.name.strategy and value.subject.name.strategy.
+type SubjectStrategy uint8
+
+const (
+	// TopicName is TopicNameStrategy: <topic>-key or <topic>-value.
+	TopicName SubjectStrategy = iota
+	// RecordName is RecordNameStrategy: the schema's record full name.
+	RecordName
+	// TopicRecordName is TopicRecordNameStrategy: <topic>-<record full name>.
+	TopicRecordName
+)
+
+// ParseSubjectStrategy reads topic, record or topic-record.
+func ParseSubjectStrategy(s string) (SubjectStrategy, error) {
+	switch s {
+	case "", "topic":
+		return TopicName, nil
+	case "record":
+		return RecordName, nil
+	case "topic-record":
+		return TopicRecordName, nil
+	}
+	return 0, fmt.Errorf("subject name strategy %q is not topic, record or topic-record", s)
+}
+
+func (s SubjectStrategy) String() string {
+	switch s {
+	case RecordName:
+		return "record"
+	case TopicRecordName:
+		return "topic-record"
+	}
+	return "topic"
+}
+
+// SchemaNeed is a schema an event's key or value needs an id for.
+type SchemaNeed struct {
+	Subject string
+	Type    string // SchemaAvro, SchemaProtobuf or SchemaJSONSchema
+	Schema  string
+	Value   bool // the value's schema, not the key's
+}
+
+// Schemas holds the registry ids the converters write, by subject and schema text.
+// Entries are never dropped: a relay writes a bounded set of shapes. Share one
+// *Schemas between the Format every sink holds and whatever resolves ids before
+// publishing (relay.Config.Schemas).
+type Schemas struct {
+	// KeyStrategy and ValueStrategy name the subjects.
+	KeyStrategy, ValueStrategy SubjectStrategy
+	// Topic is the topic an event goes to, which the topic strategies name
+	// subjects after.
+	Topic func(e *outbox.Event) string
+
+	mu  sync.RWMutex
+	ids map[schemaKey]int32
+	// misses counts ids asked for while not cached: a Value written before its
+	// schema was resolved, which the relay never lets happen (Misses).
+	misses atomic.Int64
+}
+
+type schemaKey struct{ subject, schema string }
+
+// ID returns the cached id of schema under subject.
+func (s *Schemas) ID(subject, schema string) (int32, bool) {
+	s.mu.RLock()
+	id, ok := s.ids[schemaKey{subject, schema}]
+	s.mu.RUnlock()
+	return id, ok
+}
+
+// Store caches the id of schema under subject.
+func (s *Schemas) Store(subject, schema string, id int32) {
+	s.mu.Lock()
+	if s.ids == nil {
+		s.ids = make(map[schemaKey]int32)
+	}
+	s.ids[schemaKey{subject, schema}] = id
+	s.mu.Unlock()
+}
+
+// Misses counts the keys and values written without their id cached, with the id
+// 0 that no registry gives, so that a consumer fails on them rather than reading
+// them with a wrong schema. It stays 0 unless something published without
+// resolving first.
+func (s *Schemas) Misses() int64 { return s.misses.Load() }
+
+// UnwritableError is an event the converters cannot write whatever the registry
+// says (a field name Avro refuses): a dead letter at once.
+type UnwritableError struct{ Err error }
+
+func (e *UnwritableError) Error() string { return e.Err.Error() }
+func (e *UnwritableError) Unwrap() error { return e.Err }
+
+// ErrNoSchemas: a registry converter without Format.Schemas.
+var ErrNoSchemas = errors.New("a registry converter needs Format.Schemas")
+
+// Needs appends to dst the schemas e's key and value need whose ids are not
+// cached, and returns it; an *UnwritableError when e cannot be written. With no
+// registry converter it appends nothing, at no cost.
+func (f *Format) Needs(e *outbox.Event, dst []SchemaNeed) ([]SchemaNeed, error) {
+	for _, value := range []bool{false, true} {
+		c := f.KeyConverter
+		if value {
+			c = f.ValueConverter
+		}
+		rc, ok := converterOf(c)
+		if !ok {
+			continue
+		}
+		if value && (f.TombstoneOnEmpty && (e.NullPayload || blank(e.Payload)) || e.NullPayload && len(e.Envelope) == 0) {
+			continue // a tombstone has no schema
+		}
+		if f.Schemas == nil {
+			return dst, ErrNoSchemas
+		}
+		if rc.check != nil {
+			if err := rc.check(f, value, e); err != nil {
+				return dst, &UnwritableError{Err: err}
+			}
+		}
+		text, name := rc.schema(f, value, e)
+		subject, err := f.subject(value, e, name)
+		if err != nil {
+			return dst, &UnwritableError{Err: err}
+		}
+		if _, ok := f.Schemas.ID(subject, text); !ok {
+			dst = append(dst, SchemaNeed{Subject: subject, Type: rc.schemaType, Schema: text, Value: value})
+		}
+	}
+	return dst, nil
+}
+
+// subject is the subject of e's key or value schema, whose record full name is
+// name (empty: none).
+func (f *Format) subject(value bool, e *outbox.Event, name string) (string, error) {
+	st, suffix := f.Schemas.KeyStrategy, "-key"
+	if value {
+		st, suffix = f.Schemas.ValueStrategy, "-value"
+	}
+	if st != TopicName && name == "" {
+		side := "key"
+		if value {
+			side = "value"
+		}
+		return "", fmt.Errorf("%s-subject-name-strategy %s needs a schema with a record name, and this %s's has none", side, st, side)
+	}
+	switch st {
+	case RecordName:
+		return name, nil
+	case TopicRecordName:
+		return f.Schemas.Topic(e) + "-" + name, nil
+	}
+	return f.Schemas.Topic(e) + suffix, nil
+}
+
+// framed appends the key's or value's bytes in the wire format to b.
+func (f *Format) framed(b []byte, c Converter, value bool, e *outbox.Event) []byte {
+	rc, _ := converterOf(c)
+	var id int32
+	if f.Schemas != nil {
+		text, name := rc.schema(f, value, e)
+		if subject, err := f.subject(value, e, name); err == nil {
+			var ok bool
+			if id, ok = f.Schemas.ID(subject, text); !ok {
+				f.Schemas.misses.Add(1)
+			}
+		}
+	}
+	b = append(b, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(id))
+	return rc.append(b, f, value, e)
+}
+
+// Registry is what resolves a schema to its id: package schemaregistry's client.
+type Registry interface {
+	// Resolve returns the id of need's schema under its subject: registered, or
+	// looked up, as the client is configured. A refusal (the schema is invalid or
+	// incompatible) is a *RefusedError; anything else means the registry did not
+	// answer and may later.
+	Resolve(ctx context.Context, need SchemaNeed) (int32, error)
+}
+
+// RefusedError is the registry refusing a schema (HTTP 409 or 422): the events
+// that need it are dead letters, with its message.
+type RefusedError struct {
+	Subject string
+	Status  int
+	Message string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("schema registry refused the schema of subject %s (HTTP %d): %s", e.Subject, e.Status, e.Message)
+}
