@@ -74,7 +74,8 @@ func (s *Settings) setupRegistry(cfg *relay.Config) error {
 	}
 	topics := &topicNames{def: tmpl}
 	f.Schemas = &record.Schemas{KeyStrategy: s.keyStrategy, ValueStrategy: s.valueStrategy, Topic: topics.render}
-	cfg.Schemas, cfg.SchemaRegistry = f.Schemas, client
+	format := *f
+	cfg.Format, cfg.SchemaRegistry = &format, client
 	return nil
 }
 

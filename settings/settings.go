@@ -64,7 +64,7 @@ type Settings struct {
 	logFormat string
 	// keyStrategy and valueStrategy are the subject name strategies.
 	keyStrategy, valueStrategy record.SubjectStrategy
-	all       []setting
+	all                        []setting
 	// databases are the file's databases list (databases.go), read by the
 	// subcommands that take --database; entry is the name of the one these
 	// settings are, and where the place of its entry in the file, while
