@@ -285,3 +285,37 @@ func TestSchemaRegistryAvroEndToEnd(t *testing.T) {
 	}
 	r.relay.stop(15 * time.Second)
 }
+
+// What the registry converters cannot do is refused at start (exit 2), saying
+// what to set: SQS carries text only (the message names the sinks that carry
+// bytes), protobuf's converter is not there yet, a registry URL is needed, and the
+// record-based subject strategies need a schema with a record name. A
+// schema-registry-basic-auth password is never printed.
+func TestSchemaRegistrySettingsRefused(t *testing.T) {
+	t.Parallel()
+	env := relayEnv("postgres://relay@127.0.0.1:1/none", []string{"127.0.0.1:1"},
+		"WALRELAY_SCHEMA_REGISTRY_BASIC_AUTH=relay:topsecret-pw")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sink", "sqs", "--sqs-region", "eu-west-1", "--value-converter", "avro", "--schema-registry-url", "http://127.0.0.1:1"},
+			"use --sink kafka, nats, rabbitmq, redis, pubsub, http"},
+		{[]string{"--value-converter", "protobuf", "--schema-registry-url", "http://127.0.0.1:1"}, "protobuf is not available"},
+		{[]string{"--value-converter", "avro"}, "schema-registry-url is empty"},
+		{[]string{"--value-converter", "avro", "--schema-registry-url", "http://127.0.0.1:1", "--value-subject-name-strategy", "record"},
+			"needs a value schema with a record name"},
+		{[]string{"--key-converter", "avro", "--schema-registry-url", "http://127.0.0.1:1", "--key-subject-name-strategy", "topic-record"},
+			"set key-subject-name-strategy topic"},
+		{[]string{"--value-converter", "avro", "--schema-registry-url", "http://127.0.0.1:1", "--value-subject-name-strategy", "bogus"},
+			"is not topic, record or topic-record"},
+	} {
+		res := run(t, 30*time.Second, env, append([]string{"run"}, tc.args...)...)
+		if res.code != 2 || !strings.Contains(res.stderr, tc.want) {
+			t.Errorf("run %v: exit %d, want 2 with %q\n%s", tc.args, res.code, tc.want, res.stderr)
+		}
+		if strings.Contains(res.stderr+res.stdout, "topsecret-pw") {
+			t.Errorf("run %v printed the registry password", tc.args)
+		}
+	}
+}
