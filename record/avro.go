@@ -44,6 +44,11 @@ func avroSchema(f *Format, value bool, e *outbox.Event) (text, fullName string) 
 		return avroKeySchema, ""
 	}
 	_, s, expanded := f.expanded(e)
+	return avroValueSchema(f, e, s, expanded)
+}
+
+// avroValueSchema is avroSchema of a value whose payload expanded to s (expanded).
+func avroValueSchema(f *Format, e *outbox.Event, s *schema, expanded bool) (text, fullName string) {
 	if len(e.Envelope) == 0 {
 		if expanded {
 			w := avroSchemaWriter{}
@@ -110,6 +115,15 @@ func splitAvroName(full string) (ns, name string) {
 		return full[:i], full[i+1:]
 	}
 	return "", full
+}
+
+// framedAvroValue is framed for an Avro value, expanding the payload once for
+// both the schema (whose id is looked up) and the bytes.
+func (f *Format) framedAvroValue(b []byte, e *outbox.Event) []byte {
+	n, s, expanded := f.expanded(e)
+	text, name := avroValueSchema(f, e, s, expanded)
+	b = f.appendHeader(b, true, e, text, name)
+	return appendAvroValue(b, e, n, s, expanded)
 }
 
 // avroSchemaWriter writes an expanded payload's inferred schema (record/
@@ -203,6 +217,12 @@ func checkAvro(f *Format, value bool, e *outbox.Event) error {
 	if !value {
 		return nil
 	}
+	_, s, expanded := f.expanded(e)
+	return checkAvroValue(f, e, s, expanded)
+}
+
+// checkAvroValue is checkAvro of a value whose payload expanded to s (expanded).
+func checkAvroValue(f *Format, e *outbox.Event, s *schema, expanded bool) error {
 	if len(e.Envelope) > 0 {
 		for _, part := range strings.Split(envelopeName(f, e), ".") {
 			if !avroName(part) {
@@ -216,7 +236,7 @@ func checkAvro(f *Format, value bool, e *outbox.Event) error {
 			}
 		}
 	}
-	if _, s, ok := f.expanded(e); ok {
+	if expanded {
 		for _, part := range strings.Split(f.ExpandJSON.PayloadColumn, ".") {
 			if !avroName(part) {
 				return fmt.Errorf("avro: the payload column %q is not a valid Avro record name", f.ExpandJSON.PayloadColumn)
@@ -271,6 +291,11 @@ func appendAvro(b []byte, f *Format, value bool, e *outbox.Event) []byte {
 		return appendAvroString(b, e.AggregateID)
 	}
 	n, s, expanded := f.expanded(e)
+	return appendAvroValue(b, e, n, s, expanded)
+}
+
+// appendAvroValue is appendAvro of a value whose payload expanded to n of s.
+func appendAvroValue(b []byte, e *outbox.Event, n *node, s *schema, expanded bool) []byte {
 	switch {
 	case expanded:
 		b = appendAvroOptional(b, n, s)

@@ -164,12 +164,21 @@ func (f *Format) Needs(e *outbox.Event, dst []SchemaNeed) ([]SchemaNeed, error) 
 		if f.Schemas == nil {
 			return dst, ErrNoSchemas
 		}
-		if rc.check != nil {
-			if err := rc.check(f, value, e); err != nil {
+		var text, name string
+		if c == Avro && value { // the payload expanded once for the check and the schema
+			_, s, expanded := f.expanded(e)
+			if err := checkAvroValue(f, e, s, expanded); err != nil {
 				return dst, &UnwritableError{Err: err}
 			}
+			text, name = avroValueSchema(f, e, s, expanded)
+		} else {
+			if rc.check != nil {
+				if err := rc.check(f, value, e); err != nil {
+					return dst, &UnwritableError{Err: err}
+				}
+			}
+			text, name = rc.schema(f, value, e)
 		}
-		text, name := rc.schema(f, value, e)
 		subject, err := f.subject(value, e, name)
 		if err != nil {
 			return dst, &UnwritableError{Err: err}
@@ -206,10 +215,19 @@ func (f *Format) subject(value bool, e *outbox.Event, name string) (string, erro
 
 // framed appends the key's or value's bytes in the wire format to b.
 func (f *Format) framed(b []byte, c Converter, value bool, e *outbox.Event) []byte {
+	if c == Avro && value {
+		return f.framedAvroValue(b, e)
+	}
 	rc, _ := converterOf(c)
+	text, name := rc.schema(f, value, e)
+	return rc.append(f.appendHeader(b, value, e, text, name), f, value, e)
+}
+
+// appendHeader appends the magic byte and the id cached for the schema text of
+// e's key or value, whose record is name; 0 when not cached (Misses).
+func (f *Format) appendHeader(b []byte, value bool, e *outbox.Event, text, name string) []byte {
 	var id int32
 	if f.Schemas != nil {
-		text, name := rc.schema(f, value, e)
 		if subject, err := f.subject(value, e, name); err == nil {
 			var ok bool
 			if id, ok = f.Schemas.ID(subject, text); !ok {
@@ -218,8 +236,7 @@ func (f *Format) framed(b []byte, c Converter, value bool, e *outbox.Event) []by
 		}
 	}
 	b = append(b, 0)
-	b = binary.BigEndian.AppendUint32(b, uint32(id))
-	return rc.append(b, f, value, e)
+	return binary.BigEndian.AppendUint32(b, uint32(id))
 }
 
 // Registry is what resolves a schema to its id: package schemaregistry's client.
