@@ -173,7 +173,9 @@ func (r *registryRun) deadLetters() int {
 // cached holds the stream (the walsender survives, /readyz says why,
 // walrelay_schema_registry_up is 0, status exits 6) while events whose schemas
 // are cached go on, and everything arrives after with nothing dead-lettered; a
-// schema the registry refuses dead-letters its event at the first attempt.
+// schema the registry refuses dead-letters its event at the first attempt. Poll
+// mode, with a cache of its own, publishes nothing while the registry is down and
+// counts no attempt, then publishes alike.
 func TestSchemaRegistryAvroEndToEnd(t *testing.T) {
 	t.Parallel()
 	const senderTimeout = 2 * time.Second
@@ -284,6 +286,38 @@ func TestSchemaRegistryAvroEndToEnd(t *testing.T) {
 		t.Errorf("walrelay_schema_refused_events_total not counted:\n%s", grepLines(body, "schema"))
 	}
 	r.relay.stop(15 * time.Second)
+
+	// Poll mode resolves the same way, with a cache of its own: while the registry
+	// is down nothing is published and no attempt is counted; once it answers,
+	// every row the stream left unmarked is published again, framed alike.
+	reg.SetDown(true)
+	records := len(r.consumer.Records)
+	poller := startProc(t, "poller", append(r.env, "WALRELAY_MODE=poll", "WALRELAY_ON_PUBLISH=mark"), "run")
+	testenv.WaitFor(t, 30*time.Second, "the poller's WARN that the registry does not answer", func() bool {
+		return strings.Contains(poller.output.String(), "schema registry does not answer")
+	})
+	r.consumer.WaitFor(time.Second, func() bool { return false })
+	if n := len(r.consumer.Records) - records; n != 0 {
+		t.Fatalf("%d records published by the poller while the registry was down", n)
+	}
+	if n := r.deadLetters(); n != 1 {
+		t.Fatalf("%d dead letters while the poller could not resolve schemas, want the one refused", n)
+	}
+	reg.SetDown(false)
+	fresh := shapes(5) // written while only the poller runs
+	republished := append(cached, wrote{after, "t4", "after"})
+	if !r.consumer.WaitFor(time.Minute, func() bool {
+		for _, w := range republished {
+			if r.consumer.Count(w.id) < 2 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the poller did not publish the rows again once the registry answered")
+	}
+	r.check(append(fresh, republished...)) // the last record of each id: the poller's
+	poller.stop(15 * time.Second)
 }
 
 // What the registry converters cannot do is refused at start (exit 2), saying

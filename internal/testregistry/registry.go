@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,8 +68,8 @@ func (r *Registry) SetDown(down bool) {
 	r.mu.Unlock()
 }
 
-// Refuse makes registering under subject fail with 409 and message, as an
-// incompatible schema does.
+// Refuse makes registering a new schema under subject fail with 409 and
+// message, as an incompatible schema does; one the subject has registers as before.
 func (r *Registry) Refuse(subject, message string) {
 	r.mu.Lock()
 	r.refuse[subject] = message
@@ -262,12 +263,13 @@ func (r *Registry) register(w http.ResponseWriter, req *http.Request, subject st
 		}
 		return
 	}
-	if msg, ok := r.refuse[subject]; ok {
+	k := key(s, normalize)
+	id, ok := r.ids[k]
+	if msg, refused := r.refuse[subject]; refused && !(ok && slices.Contains(r.subjects[subject], id)) {
+		// A schema already under the subject registers again without a check.
 		fail(w, http.StatusConflict, 409, msg)
 		return
 	}
-	k := key(s, normalize)
-	id, ok := r.ids[k]
 	if !ok {
 		r.schemas = append(r.schemas, s)
 		id = len(r.schemas)
