@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,4 +135,63 @@ func TestSchemaHoldOutageAndExactlyOnceBound(t *testing.T) {
 func testCounter(t *testing.T, c prometheus.Collector) float64 {
 	t.Helper()
 	return testutil.ToFloat64(c)
+}
+
+// recordingSink records the order events reach it and acks them at once.
+type recordingSink struct {
+	sink.Sink
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *recordingSink) Publish(ev *outbox.Event, done sink.Done) {
+	s.mu.Lock()
+	s.ids = append(s.ids, ev.ID)
+	s.mu.Unlock()
+	done.Done(nil)
+}
+
+// resolvingSink never lets an event overtake one waiting for its ids; while the
+// registry does not answer, the waiting event and those behind it fail as an
+// unavailable broker does (no event error), and a refusal is a final event error.
+func TestResolvingSinkKeepsOrder(t *testing.T) {
+	h, reg := newTestHold(t, AtLeastOnce)
+	rec := &recordingSink{}
+	s := newResolvingSink(rec, h.r)
+	results := make(chan error, 10)
+	done := sink.DoneFunc(func(err error) { results <- err })
+	text := func(id string) *outbox.Event { return &outbox.Event{ID: id, AggregateID: "a", Payload: []byte("x")} }
+	s.Publish(text("1"), done) // new schema: queued
+	s.Publish(text("2"), done) // cached by then or not: behind 1
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.mu.Lock()
+	if len(rec.ids) != 2 || rec.ids[0] != "1" || rec.ids[1] != "2" {
+		t.Fatalf("order %v, want [1 2]", rec.ids)
+	}
+	rec.mu.Unlock()
+
+	reg.down.Store(true)
+	bytea := &outbox.Event{ID: "3", AggregateID: "a", Payload: []byte("x"), PayloadType: "bytea"}
+	s.Publish(bytea, done)
+	s.Publish(text("4"), done) // cached, but behind 3
+	for range 2 {
+		if err := <-results; err == nil || sink.IsEventError(err) {
+			t.Fatalf("registry down: %v, want a broker-like error", err)
+		}
+	}
+	reg.down.Store(false)
+	reg.refuse.Store(true)
+	s.Publish(bytea, done)
+	if err := <-results; !sink.IsFinal(err) {
+		t.Fatalf("refused: %v, want a final event error", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.ids) != 2 {
+		t.Errorf("published %v after the outage and the refusal, want nothing more", rec.ids)
+	}
 }

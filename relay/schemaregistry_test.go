@@ -10,6 +10,8 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"github.com/jackc/pgx/v5"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -18,6 +20,7 @@ import (
 	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
 	"github.com/walrelay/walrelay/schemaregistry"
+	"github.com/walrelay/walrelay/sink/sinks"
 )
 
 // withRegistry configures Avro keys and values with expanded payloads through reg.
@@ -140,5 +143,89 @@ func TestSchemaRegistryExactlyOnce(t *testing.T) {
 	var dead int
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events_dead_letters").Scan(&dead); err != nil || dead != 2 {
 		t.Errorf("%d dead letters (%v), want the 2 refused", dead, err)
+	}
+}
+
+// The NATS sink carries the registry converters' framed bytes as Kafka's does, from
+// the catch-up pass and the stream alike:
+// value-converter json-schema, each message's data is the magic byte, the id of a
+// JSON schema in the registry, then the JSON the JSON converter writes for the
+// event (JsonSchemaConverter's value).
+func TestSchemaRegistryJSONSchemaOverNATS(t *testing.T) {
+	t.Parallel()
+	natsURL := testenv.NATS(t)
+	dbURL := testenv.MigratedDatabase(t)
+	conn := testenv.Connect(t, dbURL)
+	reg := testregistry.Start()
+	t.Cleanup(reg.Close)
+	suffix := fmt.Sprintf("sr_%d", time.Now().UnixNano())
+	t.Cleanup(func() { cleanupBroker(t, sinks.NATS, natsURL, suffix) })
+	stream := "WALRELAYTEST_" + strings.ToUpper(suffix)
+	// Rows written before the slot exists go through the catch-up pass, the rest
+	// through the stream: both resolve their schemas first.
+	written := testenv.WriteTx(t, conn, aggregates("js", 3), "before", 10, false)
+	rn := startWithBrokers(t, dbURL, nil, "sr_nats", func(c *config) {
+		client, err := schemaregistry.New(schemaregistry.Config{URLs: []string{reg.URL()}, AutoRegister: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := record.Format{ValueConverter: record.JSONSchema,
+			Schemas: &record.Schemas{Topic: func(e *outbox.Event) string { return "walrelaytest." + suffix + "." + e.AggregateType }}}
+		c.Sinks.Kind, c.Sinks.NATS.URL, c.Sinks.NATS.Stream = sinks.NATS, natsURL, stream
+		c.Sinks.TopicTemplate = "walrelaytest." + suffix + ".{aggregate_type}"
+		c.Sinks.Format = f
+		c.Format, c.SchemaRegistry = &f, client
+	})
+	if !rn.waitLog(time.Minute, "msg=streaming") {
+		t.Fatal("the relay did not start streaming")
+	}
+	written = append(written, testenv.WriteTx(t, conn, aggregates("js", 3), "after", 10, false)...)
+	waitFor(t, time.Minute, "every row published", func() bool {
+		var pending int
+		if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM outbox_events_pending").Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		return pending == 0
+	})
+	nc, err := natsgo.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string][]byte{}
+	for seq := uint64(1); seq <= uint64(len(written)); seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("message %d: %v", seq, err)
+		}
+		byID[m.Header.Get("id")] = m.Data
+	}
+	plain := record.Format{ValueConverter: record.JSON}
+	for _, ev := range written {
+		data := byID[ev.ID]
+		if len(data) < 5 || data[0] != 0 {
+			t.Fatalf("event %s: not framed: %q", ev.ID, data)
+		}
+		text, typ, ok := reg.Schema(int(binary.BigEndian.Uint32(data[1:5])))
+		if !ok || typ != "JSON" || !strings.Contains(text, "io.debezium.data.Json") {
+			t.Errorf("event %s: schema %q %q %v", ev.ID, typ, text, ok)
+		}
+		e := ev
+		e.PayloadType = "jsonb"
+		want, _ := plain.Value(&e)
+		// jsonb normalises the document the JSON string holds: compare the framing
+		// and that the rest is the JSON converter's string.
+		if !strings.HasPrefix(string(data[5:]), `"{`) || !strings.HasPrefix(string(want), `"{`) {
+			t.Errorf("event %s: value %q, want the JSON converter's string", ev.ID, data[5:])
+		}
 	}
 }

@@ -107,7 +107,7 @@ type tracedSink struct {
 func (r *Relay) pollerSink(snk sink.Sink) sink.Sink {
 	t := newEventTracer(r.cfg.TracerProvider, snk)
 	if r.schemas != nil {
-		snk = resolvingSink{Sink: snk, r: r.schemas}
+		snk = newResolvingSink(snk, r.schemas)
 	}
 	clocked := clockedSink{Sink: snk, acks: r.acks}
 	if t == nil {
