@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/walrelay/walrelay/internal/redact"
 	"github.com/walrelay/walrelay/record"
 )
 
@@ -87,7 +88,9 @@ func (c *Client) Resolve(ctx context.Context, need record.SchemaNeed) (int32, er
 		id = ss.ID
 	}
 	if err != nil {
-		return 0, classify(need.Subject, err, !c.cfg.AutoRegister)
+		// The error may quote a URL, which /readyz shows: redacted, as every
+		// URL setting is (docs/configuration.md, "Redaction").
+		return 0, redact.Error(classify(need.Subject, err, !c.cfg.AutoRegister), c.cfg.URLs...)
 	}
 	return int32(id), nil
 }

@@ -162,3 +162,12 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A URL's credentials never show in an error, which /readyz and the log carry.
+func TestResolveErrorRedactsURL(t *testing.T) {
+	c := client(t, schemaregistry.Config{URLs: []string{"http://relay:url-secret@127.0.0.1:1"}, AutoRegister: true})
+	_, err := c.Resolve(context.Background(), textNeed)
+	if err == nil || strings.Contains(err.Error(), "url-secret") {
+		t.Errorf("error %v, want one without the URL's password", err)
+	}
+}
