@@ -37,11 +37,13 @@ func (s *Settings) setupRegistry(cfg *relay.Config) error {
 			"(Confluent's wire format), and an SQS message carries text only; use --sink %s, or a string or json converter",
 			strings.Join(names, ", ")))
 	}
-	if key && s.keyStrategy != record.TopicName {
+	// Protobuf's schemas are messages, always named; Avro's and JSON Schema's are
+	// records only for column-envelope's struct.
+	if key && s.keyStrategy != record.TopicName && f.KeyConverter != record.Protobuf {
 		errs = append(errs, fmt.Errorf("key-subject-name-strategy %s needs a key schema with a record name, and the key is "+
 			"the aggregate id, a string; set key-subject-name-strategy topic", s.keyStrategy))
 	}
-	if value && s.valueStrategy != record.TopicName {
+	if value && s.valueStrategy != record.TopicName && f.ValueConverter != record.Protobuf {
 		for _, t := range cfg.OutboxTables() {
 			if len(t.Columns.Envelope) == 0 {
 				errs = append(errs, fmt.Errorf("value-subject-name-strategy %s needs a value schema with a record name, "+
