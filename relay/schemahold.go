@@ -47,7 +47,7 @@ type schemaResolver struct {
 	lastWarn time.Time
 }
 
-// schemaResolverFor is cfg's resolver, nil when no converter uses a registry.
+// newSchemaResolver is cfg's resolver, nil when no converter uses a registry.
 func newSchemaResolver(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*schemaResolver, error) {
 	if cfg.Format == nil || cfg.SchemaRegistry == nil ||
 		!cfg.Format.KeyConverter.Registered() && !cfg.Format.ValueConverter.Registered() {

@@ -175,7 +175,7 @@ func (r *registryRun) deadLetters() int {
 // are cached go on, and everything arrives after with nothing dead-lettered; a
 // schema the registry refuses dead-letters its event at the first attempt. Poll
 // mode, with a cache of its own, publishes nothing while the registry is down and
-// counts no attempt, then publishes alike.
+// counts no attempt, then publishes alike; so does walrelay replay.
 func TestSchemaRegistryAvroEndToEnd(t *testing.T) {
 	t.Parallel()
 	const senderTimeout = 2 * time.Second
@@ -212,7 +212,8 @@ func TestSchemaRegistryAvroEndToEnd(t *testing.T) {
 				map[string]any{"payload": `"text"`, "kind": "created"}},
 		}
 	}
-	r.check(shapes(1))
+	round1 := shapes(1)
+	r.check(round1)
 	registered := reg.Calls("POST /subjects/{subject}/versions")
 	if registered == 0 || len(reg.Subjects()) < 5 {
 		t.Fatalf("%d registrations, subjects %v", registered, reg.Subjects())
@@ -318,6 +319,17 @@ func TestSchemaRegistryAvroEndToEnd(t *testing.T) {
 	}
 	r.check(append(fresh, republished...)) // the last record of each id: the poller's
 	poller.stop(15 * time.Second)
+
+	// walrelay replay resolves alike, with a cache of its own.
+	replayed := round1[0]
+	before := r.consumer.Count(replayed.id)
+	if res := run(t, time.Minute, r.env, "replay", "--aggregate-id", replayed.key); res.code != 0 {
+		t.Fatalf("replay: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if !r.consumer.WaitFor(time.Minute, func() bool { return r.consumer.Count(replayed.id) > before }) {
+		t.Fatal("replay did not publish the event again")
+	}
+	r.check([]wrote{replayed})
 }
 
 // What the registry converters cannot do is refused at start (exit 2), saying
