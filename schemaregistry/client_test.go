@@ -171,3 +171,14 @@ func TestResolveErrorRedactsURL(t *testing.T) {
 		t.Errorf("error %v, want one without the URL's password", err)
 	}
 }
+
+// A base URL with a path, as Apicurio's Confluent-compatible API has
+// (/apis/ccompat/v7), keeps it.
+func TestResolveUnderAPath(t *testing.T) {
+	reg := testregistry.StartAt("/apis/ccompat/v7")
+	defer reg.Close()
+	c := client(t, schemaregistry.Config{URLs: []string{reg.URL()}, AutoRegister: true})
+	if id, err := c.Resolve(context.Background(), textNeed); err != nil || id != 1 {
+		t.Errorf("Resolve under /apis/ccompat/v7: %d %v", id, err)
+	}
+}

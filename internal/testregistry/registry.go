@@ -29,7 +29,8 @@ import (
 
 // Registry is a running test registry.
 type Registry struct {
-	srv *httptest.Server
+	srv    *httptest.Server
+	prefix string
 	// User, Password and Token, when set, are the credentials every request
 	// must carry (basic auth, or a bearer token).
 	User, Password, Token string
@@ -49,14 +50,19 @@ type stored struct {
 }
 
 // Start serves a registry on loopback until Close.
-func Start() *Registry {
-	r := &Registry{refuse: map[string]string{}, ids: map[string]int{}, subjects: map[string][]int{}, calls: map[string]int{}}
+func Start() *Registry { return StartAt("") }
+
+// StartAt serves the API under a path prefix, as Apicurio serves its
+// Confluent-compatible API under /apis/ccompat/v7; requests outside it are 404.
+func StartAt(prefix string) *Registry {
+	r := &Registry{prefix: strings.TrimSuffix(prefix, "/"), refuse: map[string]string{}, ids: map[string]int{},
+		subjects: map[string][]int{}, calls: map[string]int{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	return r
 }
 
-// URL is the registry's base URL.
-func (r *Registry) URL() string { return r.srv.URL }
+// URL is the registry's base URL, its prefix included.
+func (r *Registry) URL() string { return r.srv.URL + r.prefix }
 
 // Close stops it.
 func (r *Registry) Close() { r.srv.Close() }
@@ -154,7 +160,12 @@ func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 		}
 		normalize = b
 	}
-	parts := strings.Split(strings.Trim(req.URL.EscapedPath(), "/"), "/")
+	path, ok := strings.CutPrefix(req.URL.EscapedPath(), r.prefix+"/")
+	if !ok {
+		fail(w, http.StatusNotFound, 404, "HTTP 404 Not Found: "+req.URL.Path)
+		return
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
 	for i, p := range parts {
 		u, err := url.PathUnescape(p)
 		if err != nil {
