@@ -25,7 +25,10 @@ import (
 //     (namespace, name); Avro writes a record's namespace only where it differs
 //     from the enclosing one, and "" for none inside one that has one; a struct
 //     without a name is io.confluent.connect.avro.ConnectDefault (then
-//     ConnectDefault2, ...).
+//     ConnectDefault2, ...). Where two such structs are equal, AvroData reuses the
+//     first and Avro writes its name the second time; walrelay writes the second in
+//     full as ConnectDefault2, a different schema text (only an expanded payload
+//     with equal objects inside arrays of arrays has them).
 //
 // The key is the aggregate id, a required string: "string".
 
