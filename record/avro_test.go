@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hamba/avro/v2"
@@ -278,5 +279,29 @@ func TestJSONSchemaConverter(t *testing.T) {
 	}
 	if k := f.Key(e); string(k[5:]) != `"7"` {
 		t.Errorf("key %q", k[5:])
+	}
+}
+
+// Protobuf plugs into the same framework: its schema registers as PROTOBUF under
+// the topic's subject, and the value is the header then what appendProtobuf
+// writes (the message indexes and the message, record/protobuf.go).
+func TestProtobufThroughTheRegistryFramework(t *testing.T) {
+	e := &outbox.Event{ID: "1", AggregateType: "order", AggregateID: "7", Payload: []byte("hi"), PayloadType: "text"}
+	f := registered(t, record.Format{KeyConverter: record.Protobuf, ValueConverter: record.Protobuf}, e)
+	n := need(t, f, e, true)
+	if n.Type != record.SchemaProtobuf || n.Subject != "outbox.order-value" || !strings.Contains(n.Schema, "StringValue") {
+		t.Fatalf("need %+v", n)
+	}
+	v, _ := f.Value(e)
+	if v[0] != 0 || binary.BigEndian.Uint32(v[1:5]) != uint32(len(n.Schema)) {
+		t.Fatalf("header % x", v[:5])
+	}
+	// The message indexes: one index (zig-zag 2), StringValue's 7 in
+	// wrappers.proto (zig-zag 14); then field 1 (tag 0x0a) with the text.
+	if want := "\x02\x0e\x0a\x02hi"; string(v[5:]) != want {
+		t.Errorf("after the header % x, want % x", v[5:], want)
+	}
+	if f.Schemas.Misses() != 0 {
+		t.Errorf("%d misses", f.Schemas.Misses())
 	}
 }

@@ -50,9 +50,6 @@ func (f Format) Validate() error {
 		if c.conv > JSONSchema {
 			errs = append(errs, errors.New(c.side+"-converter must be string, json, bytearray, avro, protobuf or json-schema"))
 		}
-		if c.conv == Protobuf {
-			errs = append(errs, errors.New(c.side+"-converter protobuf is not available yet; use avro or json-schema"))
-		}
 		if c.side == "value" && f.ExpandJSON.Enabled && c.conv == ByteArray {
 			errs = append(errs, errors.New("expand-json-payload needs value-converter string or json; "+
 				"set value-converter string or json, or expand-json-payload false"))

@@ -107,9 +107,6 @@ func TestValidate(t *testing.T) {
 	if _, err := record.ParseConverter("thrift"); err == nil {
 		t.Error("thrift accepted")
 	}
-	if err := (record.Format{ValueConverter: record.Protobuf}).Validate(); err == nil {
-		t.Error("protobuf accepted before its converter exists")
-	}
 }
 
 // The router's value with envelope fields: a struct of payload and the fields

@@ -43,8 +43,8 @@ func converterOf(c Converter) (registeredConverter, bool) {
 		return registeredConverter{SchemaAvro, avroSchema, appendAvro, checkAvro}, true
 	case JSONSchema:
 		return registeredConverter{SchemaJSONSchema, jsonSchemaSchema, appendJSONSchema, nil}, true
-		// Protobuf: registeredConverter{SchemaProtobuf, protobufSchema, appendProtobuf, nil}, once
-		// record/protobuf.go is there; then Format.Validate stops refusing it.
+	case Protobuf:
+		return registeredConverter{SchemaProtobuf, protobufSchema, appendProtobuf, protobufInvalid}, true
 	}
 	return registeredConverter{}, false
 }

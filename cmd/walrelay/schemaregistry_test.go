@@ -334,7 +334,7 @@ func TestSchemaRegistryAvroEndToEnd(t *testing.T) {
 
 // What the registry converters cannot do is refused at start (exit 2), saying
 // what to set: SQS carries text only (the message names the sinks that carry
-// bytes), protobuf's converter is not there yet, a registry URL is needed, and the
+// bytes), a registry URL is needed, and the
 // record-based subject strategies need a schema with a record name. A
 // schema-registry-basic-auth password is never printed.
 func TestSchemaRegistrySettingsRefused(t *testing.T) {
@@ -347,7 +347,6 @@ func TestSchemaRegistrySettingsRefused(t *testing.T) {
 	}{
 		{[]string{"--sink", "sqs", "--sqs-region", "eu-west-1", "--value-converter", "avro", "--schema-registry-url", "http://127.0.0.1:1"},
 			"use --sink kafka, nats, rabbitmq, redis, pubsub, http"},
-		{[]string{"--value-converter", "protobuf", "--schema-registry-url", "http://127.0.0.1:1"}, "protobuf is not available"},
 		{[]string{"--value-converter", "avro"}, "schema-registry-url is empty"},
 		{[]string{"--value-converter", "avro", "--schema-registry-url", "http://127.0.0.1:1", "--value-subject-name-strategy", "record"},
 			"needs a value schema with a record name"},
