@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	be "encoding/binary"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/internal/testregistry"
+	"github.com/walrelay/walrelay/outbox"
+	"github.com/walrelay/walrelay/record"
 )
 
 // The tables of the schema registry test: one per shape the outbox router
@@ -363,4 +366,57 @@ func TestSchemaRegistrySettingsRefused(t *testing.T) {
 			t.Errorf("run %v printed the registry password", tc.args)
 		}
 	}
+}
+
+// value-converter and key-converter protobuf through the binary: each record is
+// framed with the id of a PROTOBUF schema the relay registered, and after the
+// header carries the bytes package record writes for the event (its message
+// indexes and message; record/protobuf.go's tests check those against
+// ProtobufConverter's).
+func TestSchemaRegistryProtobufEndToEnd(t *testing.T) {
+	t.Parallel()
+	dbURL := testenv.Database(t)
+	kafka := testenv.Kafka(t)
+	reg := testregistry.Start()
+	t.Cleanup(reg.Close)
+	execSQL(t, dbURL, registryTables)
+	slot := slotName(t, "")
+	env := relayEnv(dbURL, kafka.ListenAddrs(), "WALRELAY_CONFIG="+writeFile(t, "walrelay.yaml", registryTablesYAML),
+		"WALRELAY_SLOT="+slot, "WALRELAY_PUBLICATION="+slot, "WALRELAY_KEY_CONVERTER=protobuf", "WALRELAY_VALUE_CONVERTER=protobuf",
+		"WALRELAY_SCHEMA_REGISTRY_URL="+reg.URL(), "WALRELAY_EXPAND_JSON_PAYLOAD=true", "WALRELAY_TOPIC_PREFIX=dbserver1")
+	if res := run(t, time.Minute, env, "migrate"); res.code != 0 {
+		t.Fatalf("migrate: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	r := &registryRun{t: t, reg: reg, conn: testenv.Connect(t, dbURL), slot: slot}
+	r.relay = startProc(t, "relay", env, "run")
+	waitStreaming(t, r.conn, slot, r.relay)
+	consumer := testenv.NewConsumer(t, kafka.ListenAddrs(), `outbox\.event\..*`)
+	events := map[string]*outbox.Event{
+		r.insert("sr_text", "aggregate_id, payload", "t1", "hello"): {AggregateType: "txt", AggregateID: "t1", Payload: []byte("hello"), PayloadType: "text"},
+		r.insert("sr_bytea", "aggregate_id, payload", "b1", []byte{0, 0xff}): {AggregateType: "bin", AggregateID: "b1", Payload: []byte{0, 0xff},
+			PayloadType: "bytea"},
+		r.insert("sr_jsonb", "aggregate_id, payload", "x1", `{"n": 1, "who": "ann"}`): {AggregateType: "js", AggregateID: "x1",
+			Payload: []byte(`{"n": 1, "who": "ann"}`), PayloadType: "jsonb"},
+	}
+	if !consumer.WaitDistinct(time.Minute, len(events)) {
+		t.Fatalf("%d of %d events arrived", consumer.Distinct(), len(events))
+	}
+	f := record.Format{KeyConverter: record.Protobuf, ValueConverter: record.Protobuf,
+		ExpandJSON: record.ExpandJSON{Enabled: true, PayloadColumn: "payload"}}
+	for _, rec := range consumer.Records {
+		e := events[testenv.Header(rec, "id")]
+		for side, b := range map[string][]byte{"key": rec.Key, "value": rec.Value} {
+			if len(b) < 5 || b[0] != 0 {
+				t.Fatalf("%s of %s not framed: % x", side, e.AggregateID, b)
+			}
+			if _, typ, ok := reg.Schema(int(be.BigEndian.Uint32(b[1:5]))); !ok || typ != "PROTOBUF" {
+				t.Errorf("%s of %s: schema id not a PROTOBUF schema in the registry (%q %v)", side, e.AggregateID, typ, ok)
+			}
+		}
+		want, _ := f.Value(e)
+		if !bytes.Equal(rec.Value[5:], want[5:]) {
+			t.Errorf("value of %s: % x after the header, want % x", e.AggregateID, rec.Value[5:], want[5:])
+		}
+	}
+	r.relay.stop(15 * time.Second)
 }
