@@ -420,3 +420,46 @@ func TestSchemaRegistryProtobufEndToEnd(t *testing.T) {
 	}
 	r.relay.stop(15 * time.Second)
 }
+
+// A connector on Confluent's AvroConverter, imported by import-debezium, runs
+// as it is: the imported settings reach the registry, and the stream's records,
+// then poll mode's, carry the jsonb payload as Avro's io.debezium.data.Json
+// string under a registered schema, the key as the StringConverter writes it.
+func TestDebeziumAvroConnectorRuns(t *testing.T) {
+	t.Parallel()
+	reg := testregistry.Start()
+	t.Cleanup(reg.Close)
+	connector := `{"name": "outbox-connector", "config": {
+		"connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+		"plugin.name": "pgoutput", "table.include.list": "public.outbox",
+		"key.converter": "org.apache.kafka.connect.storage.StringConverter",
+		"value.converter": "io.confluent.connect.avro.AvroConverter",
+		"value.converter.schema.registry.url": "` + reg.URL() + `",
+		"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter"}}`
+	e := startDebeziumE2E(t, debeziumSetup{
+		table: `CREATE TABLE outbox (id uuid NOT NULL PRIMARY KEY, aggregatetype varchar(255) NOT NULL,
+			aggregateid varchar(255) NOT NULL, payload jsonb)`,
+		connector: connector, catalog: true, topics: []string{"outbox.event.order"}, partitions: 1,
+	})
+	ids := []string{
+		e.insert(`INSERT INTO outbox VALUES (gen_random_uuid(), 'order', 'ord-1', '{"n": 1}') RETURNING id::text`),
+		e.insert(`INSERT INTO outbox VALUES (gen_random_uuid(), 'order', 'ord-2', '[2]') RETURNING id::text`),
+	}
+	r := &registryRun{t: t, reg: reg}
+	recs := e.records(`outbox\..*`, ids)
+	if len(recs) != 2*len(ids) {
+		t.Fatalf("%d records, want each event from the stream and from poll mode", len(recs))
+	}
+	for _, rec := range recs {
+		want := map[string]string{ids[0]: `{"n": 1}`, ids[1]: `[2]`}[testenv.Header(rec, "id")]
+		if got := r.decode(rec.Value); got != want {
+			t.Errorf("value decodes to %#v, want %q", got, want)
+		}
+		if k := string(rec.Key); k != "ord-1" && k != "ord-2" {
+			t.Errorf("key %q, want the aggregate id as StringConverter writes it", k)
+		}
+	}
+	if subjects := reg.Subjects(); len(subjects) != 1 || subjects[0] != "outbox.event.order-value" {
+		t.Errorf("subjects %v, want outbox.event.order-value", subjects)
+	}
+}
