@@ -123,8 +123,7 @@ func splitAvroName(full string) (ns, name string) {
 // framedAvroValue is framed for an Avro value, expanding the payload once for
 // both the schema (whose id is looked up) and the bytes.
 func (f *Format) framedAvroValue(b []byte, e *outbox.Event) []byte {
-	n, s, expanded := f.expanded(e)
-	text, name := avroValueSchema(f, e, s, expanded)
+	n, s, expanded, text, name := f.avroValueSchemaOnce(e)
 	b = f.appendHeader(b, true, e, text, name)
 	return appendAvroValue(b, e, n, s, expanded)
 }

@@ -305,3 +305,28 @@ func TestProtobufThroughTheRegistryFramework(t *testing.T) {
 		t.Errorf("%d misses", f.Schemas.Misses())
 	}
 }
+
+// The last expansion is remembered between Needs and Value (the relay calls them
+// in turn on the same event); another payload, even of the same length, is
+// expanded anew, never taken for the remembered one.
+func TestAvroRemembersOnlyTheSamePayload(t *testing.T) {
+	a := &outbox.Event{ID: "1", AggregateType: "order", AggregateID: "7", PayloadType: "jsonb", Payload: []byte(`{"n": 1}`)}
+	b := &outbox.Event{ID: "2", AggregateType: "order", AggregateID: "7", PayloadType: "jsonb", Payload: []byte(`{"m": 2}`)}
+	f := registered(t, record.Format{ValueConverter: record.Avro, ExpandJSON: record.ExpandJSON{Enabled: true, PayloadColumn: "payload"}}, a, b)
+	for _, order := range [][2]*outbox.Event{{a, b}, {b, a}, {a, a}} {
+		if _, err := f.Needs(order[0], nil); err != nil {
+			t.Fatal(err)
+		}
+		e := order[1]
+		v, _ := f.Value(e)
+		text := need(t, f, e, true).Schema
+		got := decodeFramed(t, text, v)
+		want := map[string]any{"payload": map[string]any{"n": 1}}
+		if e == b {
+			want = map[string]any{"payload": map[string]any{"m": 2}}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("after Needs(%s), Value(%s) decodes to %v, want %v", order[0].ID, e.ID, got, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -106,6 +107,8 @@ type Schemas struct {
 
 	mu  sync.RWMutex
 	ids map[schemaKey]int32
+	// expansion is the last payload expanded and what it became (expandedOnce).
+	expansion atomic.Pointer[expansion]
 	// misses counts ids asked for while not cached: a Value written before its
 	// schema was resolved, which the relay never lets happen (Misses).
 	misses atomic.Int64
@@ -168,11 +171,12 @@ func (f *Format) Needs(e *outbox.Event, dst []SchemaNeed) ([]SchemaNeed, error) 
 		}
 		var text, name string
 		if c == Avro && value { // the payload expanded once for the check and the schema
-			_, s, expanded := f.expanded(e)
+			var s *schema
+			var expanded bool
+			_, s, expanded, text, name = f.avroValueSchemaOnce(e)
 			if err := checkAvroValue(f, e, s, expanded); err != nil {
 				return dst, &UnwritableError{Err: err}
 			}
-			text, name = avroValueSchema(f, e, s, expanded)
 		} else {
 			if rc.check != nil {
 				if err := rc.check(f, value, e); err != nil {
@@ -261,3 +265,67 @@ type RefusedError struct {
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("schema registry refused the schema of subject %s (HTTP %d): %s", e.Subject, e.Status, e.Message)
 }
+
+// expansion is a payload and what ExpandJSON made of it; never changed once made.
+type expansion struct {
+	payload []byte // a copy
+	n       *node
+	s       *schema
+	ok      bool
+	// avro is the Avro schema text of the bare expanded value (no envelope),
+	// made on first use.
+	avro atomic.Pointer[string]
+}
+
+// expandedOnce is f.expanded, remembering the last payload: the relay checks an
+// event's ids (Needs) right before the sink writes its value, and each would
+// parse the payload again. A payload equal to the last one takes its expansion,
+// which depends on nothing else (the Format's options are Schemas'); comparing the
+// bytes costs far less than parsing them.
+func (f *Format) expandedOnce(e *outbox.Event) (*node, *schema, bool) {
+	x := f.expansionOf(e)
+	if x == nil {
+		return f.expanded(e)
+	}
+	return x.n, x.s, x.ok
+}
+
+// expansionOf is the remembered expansion of e's payload (expandedOnce), nil
+// where nothing is expanded or remembered.
+func (f *Format) expansionOf(e *outbox.Event) *expansion {
+	if f.Schemas == nil || !f.ExpandJSON.Enabled || e.NullPayload || e.PayloadType == "bytea" {
+		return nil
+	}
+	if x := f.Schemas.expansion.Load(); x != nil && bytes.Equal(x.payload, e.Payload) {
+		return x
+	}
+	n, s, ok := f.expanded(e)
+	x := &expansion{payload: bytes.Clone(e.Payload), n: n, s: s, ok: ok}
+	f.Schemas.expansion.Store(x)
+	return x
+}
+
+// avroValueSchemaOnce is avroValueSchema, the bare expanded value's text made
+// once per remembered expansion.
+func (f *Format) avroValueSchemaOnce(e *outbox.Event) (n *node, s *schema, expanded bool, text, name string) {
+	x := f.expansionOf(e)
+	if x == nil {
+		n, s, expanded = f.expanded(e)
+		text, name = avroValueSchema(f, e, s, expanded)
+		return n, s, expanded, text, name
+	}
+	if !x.ok || len(e.Envelope) > 0 {
+		text, name = avroValueSchema(f, e, x.s, x.ok)
+		return x.n, x.s, x.ok, text, name
+	}
+	if t := x.avro.Load(); t != nil {
+		return x.n, x.s, true, *t, ""
+	}
+	text, name = avroValueSchema(f, e, x.s, true)
+	x.storeAvro(text)
+	return x.n, x.s, true, text, name
+}
+
+// storeAvro keeps the text on the heap for this expansion alone, so that the
+// callers' own strings do not escape.
+func (x *expansion) storeAvro(text string) { x.avro.Store(&text) }
