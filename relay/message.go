@@ -23,11 +23,19 @@ import (
 // dead-letter row, each committed before its transaction settles (invariant 2).
 
 // message hands the decoded table-less event to the delivery.
-func (p *pipeline) message() error {
+func (p *pipeline) message(ctx context.Context) error {
 	t := &p.tables[p.msg.Table]
 	t.label(&p.msg.Event)
+	verdict, err := p.checkSchemas(ctx)
+	if err != nil {
+		return err // held: nothing was done with the message
+	}
 	size := p.msg.Event.Size()
-	err := p.d.message(p.msg.Event, p.at, p.track(size), size)
+	if verdict != nil {
+		p.d.refuse(&p.msg.Event, verdict, true, p.at, p.track(size), size)
+	} else {
+		err = p.d.message(p.msg.Event, p.at, p.track(size), size)
+	}
 	p.at.idx++
 	return err
 }

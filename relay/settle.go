@@ -65,6 +65,9 @@ func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
 // passPublisher is a catch-up pass's: its rows are marked also with --on-publish
 // progress, since no horizon of the new slot covers them until the pass is done.
 func (r *Relay) passPublisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
+	if r.schemas != nil {
+		snk = newResolvingSink(snk, r.schemas) // the stream's hold is not there (schemahold.go)
+	}
 	return r.newPublisher(snk, bk, r.cfg.OnPublish != poller.None)
 }
 
