@@ -167,6 +167,12 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, snk sink.Sink, cfg relay.Co
 	if err := CheckReplay(cfg, opts.Filter, started); err != nil {
 		return p.finish(err)
 	}
+	// Schema ids are resolved before the sink, as the relay's stream and poller
+	// resolve them (relay.ResolvingSink).
+	snk, err := relay.ResolvingSink(cfg, snk, nil)
+	if err != nil {
+		return p.finish(err)
+	}
 	var tables []replayTable
 	for _, tc := range cfg.OutboxTables() {
 		shape, err := catalog.DescribeTable(ctx, pool, tc.Table, tc.Columns)

@@ -34,6 +34,9 @@ type Format struct {
 	// its change event values (topic.prefix.schema.table.Value) and so the router's
 	// envelope struct; envelope fields with value schemas need it.
 	TopicPrefix string
+	// Schemas holds the schema registry ids the registry converters (Avro,
+	// Protobuf, JSON Schema) write; they need it. Copies of a Format share it.
+	Schemas *Schemas
 }
 
 // Validate checks the converters; schemas need the JSON converter.
@@ -44,8 +47,8 @@ func (f Format) Validate() error {
 		conv    Converter
 		schemas bool
 	}{{"key", f.KeyConverter, f.KeySchemas}, {"value", f.ValueConverter, f.ValueSchemas}} {
-		if c.conv > ByteArray {
-			errs = append(errs, errors.New(c.side+"-converter must be string, json or bytearray"))
+		if c.conv > JSONSchema {
+			errs = append(errs, errors.New(c.side+"-converter must be string, json, bytearray, avro, protobuf or json-schema"))
 		}
 		if c.side == "value" && f.ExpandJSON.Enabled && c.conv == ByteArray {
 			errs = append(errs, errors.New("expand-json-payload needs value-converter string or json; "+
@@ -63,6 +66,9 @@ func (f Format) Validate() error {
 // ByteArray converters it is the id's own bytes, not a copy; they must not be
 // changed.
 func (f *Format) Key(e *outbox.Event) []byte {
+	if f.KeyConverter.Registered() {
+		return f.framed(make([]byte, 0, len(e.AggregateID)+8), f.KeyConverter, false, e)
+	}
 	if f.KeyConverter != JSON {
 		return bytesOf(e.AggregateID)
 	}
@@ -90,6 +96,12 @@ const keySchemaPrefix = `{"schema":{"type":"string","optional":false},"payload":
 func (f *Format) Value(e *outbox.Event) (value []byte, tombstone bool) {
 	if f.TombstoneOnEmpty && (e.NullPayload || blank(e.Payload)) {
 		return nil, true
+	}
+	if f.ValueConverter.Registered() {
+		if e.NullPayload && len(e.Envelope) == 0 {
+			return nil, true // Confluent's serializers write a null value as null
+		}
+		return f.framed(make([]byte, 0, len(e.Payload)+len(e.Payload)/4+16), f.ValueConverter, true, e), false
 	}
 	if len(e.Envelope) > 0 {
 		// The router's value is then a struct of the payload and the envelope

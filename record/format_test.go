@@ -104,8 +104,8 @@ func TestValidate(t *testing.T) {
 	if err := (record.Format{KeySchemas: true}).Validate(); err == nil {
 		t.Error("schemas with the string converter accepted")
 	}
-	if _, err := record.ParseConverter("avro"); err == nil {
-		t.Error("avro accepted")
+	if _, err := record.ParseConverter("thrift"); err == nil {
+		t.Error("thrift accepted")
 	}
 }
 

@@ -15,8 +15,10 @@ type Header struct {
 // OwnHeaders is how many headers walrelay sets itself, ahead of the event's own.
 const OwnHeaders = 5
 
-// CreatedLen is room enough for created_at in RFC 3339 with nanoseconds.
-const CreatedLen = len(time.RFC3339Nano) + 8
+// CreatedLen is room enough for created_at in RFC 3339, UTC, with nanoseconds, in
+// any year PostgreSQL stores (4713 BC to 294276 AD); a longer one is appended beyond
+// it. The Kafka sink keeps it in every record in flight, so it is no larger.
+const CreatedLen = len("294276-12-31T23:59:59.999999999Z")
 
 // Own are walrelay's own headers of e, the first n of hs: id (the deduplication
 // key), then, unless the format asks for the id alone as Debezium's router writes

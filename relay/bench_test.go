@@ -17,8 +17,12 @@ import (
 
 	"github.com/walrelay/walrelay/catalog"
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/internal/testregistry"
+	"github.com/walrelay/walrelay/outbox"
 	"github.com/walrelay/walrelay/poller"
+	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/schemaregistry"
 	"github.com/walrelay/walrelay/sink/kafka"
 )
 
@@ -214,6 +218,35 @@ func BenchmarkBacklogDrain(b *testing.B) {
 	b.Run("poll-mark", func(b *testing.B) {
 		benchDrain(b, "drain_poll", func(c *relay.Config) { c.Mode = relay.ModePoll })
 	})
+	// The JSON converter over the expanded payload, the baseline of the Avro one.
+	b.Run("stream-none-json-expand", func(b *testing.B) {
+		benchDrain(b, "drain_stream_json_expand", func(c *relay.Config) {
+			c.OnPublish = poller.None
+			c.Format = &record.Format{KeyConverter: record.JSON, ValueConverter: record.JSON,
+				ExpandJSON: record.ExpandJSON{Enabled: true, PayloadColumn: "payload"}}
+		})
+	})
+	// Avro keys and values through the tests' registry, the ids cached after the
+	// first event of each shape: the payload as io.debezium.data.Json, then
+	// expanded into a record.
+	for _, expand := range []bool{false, true} {
+		name := map[bool]string{false: "stream-none-avro", true: "stream-none-avro-expand"}[expand]
+		b.Run(name, func(b *testing.B) {
+			reg := testregistry.Start()
+			b.Cleanup(reg.Close)
+			benchDrain(b, "drain_"+strings.ReplaceAll(name, "-", "_"), func(c *relay.Config) {
+				c.OnPublish = poller.None
+				client, err := schemaregistry.New(schemaregistry.Config{URLs: []string{reg.URL()}, AutoRegister: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Format = &record.Format{KeyConverter: record.Avro, ValueConverter: record.Avro,
+					ExpandJSON: record.ExpandJSON{Enabled: expand, PayloadColumn: "payload"},
+					Schemas:    &record.Schemas{Topic: func(e *outbox.Event) string { return "outbox.event." + e.AggregateType }}}
+				c.SchemaRegistry = client
+			})
+		})
+	}
 }
 
 // benchDrain writes b.N rows while no relay runs (after a first run created the slot,
@@ -224,13 +257,17 @@ func benchDrain(b *testing.B, slot string, tweak func(*relay.Config)) {
 	conn := testenv.Connect(b, dbURL)
 	consumer := testenv.NewConsumer(b, broker.ListenAddrs(), `outbox\.event\..*`)
 	run := func() (stop func()) {
-		snk, err := kafka.New(kafka.Config{Brokers: broker.ListenAddrs(), MaxBufferedEvents: 2*b.N + 100_000})
+		cfg := relay.DefaultConfig()
+		tweak(&cfg)
+		kcfg := kafka.Config{Brokers: broker.ListenAddrs(), MaxBufferedEvents: 2*b.N + 100_000}
+		if cfg.Format != nil {
+			kcfg.Format = *cfg.Format // the registry converters' cache is shared
+		}
+		snk, err := kafka.New(kcfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg := relay.DefaultConfig()
 		cfg.DatabaseURL, cfg.Sink, cfg.Slot = dbURL, snk, slot
-		tweak(&cfg)
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 		r, err := relay.New(cfg)
 		if err != nil {

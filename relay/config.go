@@ -43,6 +43,14 @@ type Config struct {
 	// the application's own. The relay does not close it. Exactly-once delivery
 	// needs a sink.Transactional (Kafka).
 	Sink sink.Sink
+	// Format and SchemaRegistry are for the registry converters (record.Avro,
+	// record.JSONSchema, record.Protobuf): Format is the sink's, whose Schemas
+	// cache it shares, and SchemaRegistry what fills that cache. The relay
+	// resolves each event's schema ids before handing it to the sink, holding the
+	// stream while the registry does not answer (schemahold.go). Nil: no
+	// converter uses a registry.
+	Format         *record.Format
+	SchemaRegistry record.Registry
 	// Table is the outbox table, optionally schema-qualified.
 	Table string
 	// Columns names the table's columns (default: the article's names).

@@ -153,6 +153,24 @@ func (p *exactlyOnce) fail(e eoPending, err error) {
 	e.txn.Done(e.size, err)
 }
 
+// refuse leaves out an event that is not produced (a schema the registry
+// refused): its failed attempt goes to the poller's bookkeeping, a dead letter at
+// once when err is final.
+func (p *exactlyOnce) refuse(decoded *outbox.Event, err error, rowless bool, at position, txn *replication.Txn, size int) {
+	ev := *decoded
+	p.reached = sink.Position{LSN: at.lsn, Events: at.idx + 1, Origin: p.origin}
+	if p.done.Covers(at.lsn, at.idx) { // left out before that commit
+		txn.Done(size, nil)
+		return
+	}
+	p.pub.m.failed.WithLabelValues(ev.EventType).Inc()
+	if rowless {
+		p.leaveOutWith(func(then func(error)) { p.pub.handOverMessage(&ev, err, at, txn, size, then) })
+		return
+	}
+	p.leaveOut(poller.Outcome{Event: &ev, Err: err, LSN: at.lsn, Xid: at.xid}, txn, size)
+}
+
 func (p *exactlyOnce) unmappable(row outbox.Event, reason error, at position, txn *replication.Txn) {
 	p.reached = sink.Position{LSN: at.lsn, Events: at.idx + 1, Origin: p.origin}
 	if p.done.Covers(at.lsn, at.idx) { // dead-lettered before that commit

@@ -23,11 +23,19 @@ import (
 // dead-letter row, each committed before its transaction settles (invariant 2).
 
 // message hands the decoded table-less event to the delivery.
-func (p *pipeline) message() error {
+func (p *pipeline) message(ctx context.Context) error {
 	t := &p.tables[p.msg.Table]
 	t.label(&p.msg.Event)
+	verdict, err := p.checkSchemas(ctx)
+	if err != nil {
+		return err // held: nothing was done with the message
+	}
 	size := p.msg.Event.Size()
-	err := p.d.message(p.msg.Event, p.at, p.track(size), size)
+	if verdict != nil {
+		p.d.refuse(&p.msg.Event, verdict, true, p.at, p.track(size), size)
+	} else {
+		err = p.d.message(p.msg.Event, p.at, p.track(size), size)
+	}
 	p.at.idx++
 	return err
 }
@@ -61,7 +69,7 @@ type rowless inflight
 
 // publishMessage sends a table-less event to the sink.
 func (p *publisher) publishMessage(ev outbox.Event, at position, txn *replication.Txn, size int) {
-	f := &rowless{ev: ev, pub: p, txn: txn, size: size, at: at}
+	f := &rowless{ev: ev, pub: p, txn: txn, size: size, at: at.row()}
 	p.send((*inflight)(f), f)
 }
 
@@ -81,7 +89,7 @@ func (f *rowless) Done(err error) {
 		f.txn.Done(f.size, nil)
 	case sink.IsEventError(err):
 		p.m.failed.WithLabelValues(f.ev.EventType).Inc()
-		p.handOverMessage(&f.ev, err, f.at, f.txn, f.size, nil)
+		p.handOverMessage(&f.ev, err, f.at.position(), f.txn, f.size, nil)
 	default:
 		p.m.failed.WithLabelValues(f.ev.EventType).Inc()
 		f.txn.Done(f.size, fmt.Errorf("publish event %s (event_type %s, aggregate_id %s): %w",

@@ -33,6 +33,9 @@ type pipeline struct {
 	// rows, when set, is told the xid of each transaction with outbox rows (the
 	// published horizon's progress.rows).
 	rows *rowXids
+	// schemas, when set, resolves each event's schema ids before it is published
+	// (schemahold.go).
+	schemas *schemaHold
 }
 
 // position is where an event sits in the stream: its transaction's commit LSN and
@@ -57,6 +60,10 @@ type delivery interface {
 	// malformedMessage dead-letters a message with the events' prefix that is no
 	// event, as row.
 	malformedMessage(row outbox.Event, reason *decoder.MessageError, at position, txn *replication.Txn)
+	// refuse records a failed attempt of ev, an event or (rowless) a table-less
+	// event, that is not published: err is the event error it failed with (a
+	// schema the registry refused). It settles as a sink's event error would.
+	refuse(ev *outbox.Event, err error, rowless bool, at position, txn *replication.Txn, size int)
 	// unmappable dead-letters a row the decoder could not turn into an event.
 	// row names the row: its ID (unless reason says it is NULL) and Table.
 	unmappable(row outbox.Event, reason error, at position, txn *replication.Txn)
@@ -66,7 +73,7 @@ type delivery interface {
 	drain(ctx context.Context) error
 }
 
-func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
+func (p *pipeline) HandleWAL(ctx context.Context, data []byte) error {
 	if err := p.dec.Decode(data, &p.msg); err != nil {
 		var msgErr *decoder.MessageError
 		if errors.As(err, &msgErr) {
@@ -89,18 +96,26 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 		p.wm.Begin()
 		p.at = position{lsn: p.msg.FinalLSN, committed: p.msg.CommitTime, xid: p.msg.Xid}
 	case decoder.KindInsert:
-		p.noteRow()
 		t := &p.tables[p.msg.Table]
 		t.label(&p.msg.Event)
 		if t.shape.Columns.CreatedAt == "" {
 			p.msg.Event.CreatedAt = p.at.committed
 		}
+		verdict, err := p.checkSchemas(ctx)
+		if err != nil {
+			return err // held: nothing was done with the message
+		}
+		p.noteRow()
 		size := p.msg.Event.Size()
-		err := p.d.event(&p.msg.Event, p.at, p.track(size), size)
+		if verdict != nil {
+			p.d.refuse(&p.msg.Event, verdict, false, p.at, p.track(size), size)
+		} else {
+			err = p.d.event(&p.msg.Event, p.at, p.track(size), size)
+		}
 		p.at.idx++
 		return err
 	case decoder.KindMessage:
-		return p.message()
+		return p.message(ctx)
 	case decoder.KindOutsideMessage:
 		p.onOutsideMessage()
 	case decoder.KindCommit:
@@ -110,6 +125,15 @@ func (p *pipeline) HandleWAL(_ context.Context, data []byte) error {
 	}
 	// KindHandedOver: the poller's row (docs/design.md invariant 2), never streamed.
 	return nil
+}
+
+// checkSchemas resolves the schema ids of the decoded event, when a converter
+// uses a registry (schemahold.go).
+func (p *pipeline) checkSchemas(ctx context.Context) (verdict, err error) {
+	if p.schemas == nil {
+		return nil, nil
+	}
+	return p.schemas.check(ctx, &p.msg.Event)
 }
 
 // noteRow tells rows that the open transaction has an outbox row.
@@ -144,6 +168,19 @@ type atLeastOnce struct{ pub *publisher }
 func (a atLeastOnce) event(ev *outbox.Event, at position, txn *replication.Txn, size int) error {
 	a.pub.publish(ev, at, txn, size)
 	return nil
+}
+
+func (a atLeastOnce) refuse(ev *outbox.Event, err error, tableless bool, at position, txn *replication.Txn, size int) {
+	if tableless {
+		f := &rowless{ev: *ev, pub: a.pub, txn: txn, size: size, at: at.row()}
+		f.sent = a.pub.acks.sent()
+		f.Done(err)
+		return
+	}
+	f := inflights.Get().(*inflight)
+	*f = inflight{ev: *ev, pub: a.pub, txn: txn, size: size, at: at.row()}
+	f.sent = a.pub.acks.sent()
+	f.Done(err)
 }
 
 func (a atLeastOnce) unmappable(row outbox.Event, reason error, at position, txn *replication.Txn) {

@@ -16,6 +16,8 @@ func (r *Relay) readiness(standbyReady bool) (bool, string) {
 		return false, "paused: resume with walrelay resume or POST /resume"
 	case down != nil:
 		return false, *down
+	case r.schemas != nil && r.schemas.down.Load() != nil:
+		return false, *r.schemas.down.Load()
 	case r.stalled.Load():
 		return false, "stalled: slot lag grows while the confirmed LSN does not move"
 	case waiting != nil:

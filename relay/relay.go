@@ -40,6 +40,7 @@ type Relay struct {
 	active         atomic.Bool // streaming, or the last poll succeeded
 	stalled        atomic.Bool
 	brokerDown     atomic.Pointer[string] // why the broker is not acknowledging (brokerwatch.go); nil: it is
+	schemas        *schemaResolver        // nil: no converter uses a schema registry (schemahold.go)
 	acks           *ackClock              // events handed to the sink and not answered yet
 	standby        atomic.Bool            // waiting for another instance to release the slot
 	lostLeadership atomic.Bool            // the last replication session ended because the lock's connection died
@@ -133,6 +134,9 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r.metrics = m
+	if r.schemas, err = newSchemaResolver(cfg, logger, reg); err != nil {
+		return nil, err
+	}
 	if cfg.StartPaused {
 		r.PauseBecause("--start-paused")
 	}

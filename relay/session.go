@@ -128,6 +128,9 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		dec.DecodeMessages(r.cfg.MessagePrefix)
 	}
 	h := &pipeline{dec: dec, wm: wm, d: d, tables: r.tables, onOutsideMessage: r.outsideMessage}
+	if r.schemas != nil {
+		h.schemas = &schemaHold{r: r.schemas}
+	}
 	if rec != nil {
 		h.rows = &rec.rows
 	}

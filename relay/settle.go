@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/walrelay/walrelay/decoder"
@@ -64,6 +65,9 @@ func (r *Relay) publisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
 // passPublisher is a catch-up pass's: its rows are marked also with --on-publish
 // progress, since no horizon of the new slot covers them until the pass is done.
 func (r *Relay) passPublisher(snk sink.Sink, bk *poller.Bookkeeper) *publisher {
+	if r.schemas != nil {
+		snk = newResolvingSink(snk, r.schemas) // the stream's hold is not there (schemahold.go)
+	}
 	return r.newPublisher(snk, bk, r.cfg.OnPublish != poller.None)
 }
 
@@ -80,9 +84,30 @@ type inflight struct {
 	pub  *publisher
 	txn  *replication.Txn
 	size int
-	at   position
+	at   rowAt
 	span trace.Span // nil: tracing off
 	sent *ackEpoch  // when it was handed to the sink (ackclock.go)
+}
+
+// rowAt is what settling an event needs of its position: all but its index among
+// the transaction's rows, which only the exactly-once delivery reads, before it
+// publishes. An inflight is held per event in flight, a full window of them at a
+// drain's peak (docs/performance.md, "Memory: where the drain's resident set goes"),
+// and this keeps it in the 320-byte size class.
+type rowAt struct {
+	lsn       pglogrepl.LSN
+	committed time.Time
+	xid       uint32
+	rowXid    bool
+}
+
+func (at position) row() rowAt {
+	return rowAt{lsn: at.lsn, committed: at.committed, xid: at.xid, rowXid: at.rowXid}
+}
+
+// position is at as a position, its index 0.
+func (at rowAt) position() position {
+	return position{lsn: at.lsn, committed: at.committed, xid: at.xid, rowXid: at.rowXid}
 }
 
 // inflights recycles the inflights of events settled at the ack (--on-publish
@@ -95,7 +120,7 @@ var inflights = sync.Pool{New: func() any { return new(inflight) }}
 // publish sends a copy of ev, an event of txn, to the sink.
 func (p *publisher) publish(ev *outbox.Event, at position, txn *replication.Txn, size int) {
 	f := inflights.Get().(*inflight)
-	*f = inflight{ev: *ev, pub: p, txn: txn, size: size, at: at}
+	*f = inflight{ev: *ev, pub: p, txn: txn, size: size, at: at.row()}
 	p.send(f, f)
 }
 

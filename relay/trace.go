@@ -106,6 +106,9 @@ type tracedSink struct {
 // tracing is on.
 func (r *Relay) pollerSink(snk sink.Sink) sink.Sink {
 	t := newEventTracer(r.cfg.TracerProvider, snk)
+	if r.schemas != nil {
+		snk = newResolvingSink(snk, r.schemas)
+	}
 	clocked := clockedSink{Sink: snk, acks: r.acks}
 	if t == nil {
 		return clocked

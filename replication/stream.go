@@ -104,6 +104,11 @@ type stream struct {
 	idle       bool      // the read waits for the next keepalive (standingBy)
 	fullSince  time.Time // when reading last paused on a full window
 	lastWarnAt time.Time
+
+	// held is a message the handler held (Held), to hand again once heldBy is
+	// resumed; nil: none.
+	held   []byte
+	heldBy *Pause
 }
 
 // fullWarnAfter is how long the window may stay full before operators are told.
@@ -178,6 +183,24 @@ func (s *stream) run(ctx context.Context) error {
 				}
 			}
 			want = s.batch.deadline(clock, nextStatus)
+		}
+		if s.held != nil {
+			if !stopBy.IsZero() {
+				s.cfg.Logger.Warn("stopping while a message is held for its schema: the open transaction's events "+
+					"published so far will be published again on the next start", "slot", s.cfg.Slot)
+				return s.shutdown(stopBy)
+			}
+			if s.heldBy.Paused() {
+				s.heldBy.Wait(live, nextStatus)
+				sinceClock = clockEvery // status updates are due on time
+				continue
+			}
+			data := s.held
+			s.held = nil
+			if err := s.hand(live, data); err != nil {
+				return err
+			}
+			continue
 		}
 		if s.cfg.Pause != nil && stopBy.IsZero() && s.cfg.Pause.Paused() {
 			s.cfg.Pause.Wait(live, nextStatus)
@@ -275,7 +298,7 @@ func (s *stream) handle(ctx context.Context, msg pgproto3.BackendMessage) error 
 				return fmt.Errorf("parse xlog data: %w", err)
 			}
 			s.wm.Received(xld.WALStart)
-			return s.h.HandleWAL(ctx, xld.WALData)
+			return s.hand(ctx, xld.WALData)
 		case pglogrepl.PrimaryKeepaliveMessageByteID:
 			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
 			if err != nil {

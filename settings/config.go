@@ -66,10 +66,21 @@ func (s *Settings) CheckedConfig(logger *slog.Logger) (relay.Config, error) {
 		}
 	}
 	envelope := checkEnvelope(s.Sinks, cfg.OutboxTables())
-	expand := setExpandedSchemaName(&s.Sinks, cfg.OutboxTables())
+	records := s.PrepareRecords(&cfg)
 	cfg.Published = relay.Published{Sink: string(s.Sinks.Kind), TopicTemplate: s.Sinks.TopicTemplate, Format: s.Sinks.Format}
-	return cfg, errors.Join(s.Sinks.Validate(), cfg.Validate(), s.Admin.Validate(), eoSink, partitionSink, envelope, expand,
+	return cfg, errors.Join(records, s.Sinks.Validate(), cfg.Validate(), s.Admin.Validate(), eoSink, partitionSink, envelope,
 		s.checkHeaderKeys(cfg), s.checkSQS(cfg))
+}
+
+// PrepareRecords completes the record format from the tables (the expanded
+// payload's schema name) and, when a converter uses a schema registry, gives the
+// sink's format and cfg the one id cache and the registry client (setupRegistry):
+// what publishes, `walrelay replay` included, needs it before the sink is opened.
+func (s *Settings) PrepareRecords(cfg *relay.Config) error {
+	if err := setExpandedSchemaName(&s.Sinks, cfg.OutboxTables()); err != nil {
+		return err
+	}
+	return s.setupRegistry(cfg)
 }
 
 // checkHeaderKeys refuses header columns under the keys walrelay's own headers

@@ -23,6 +23,8 @@ var Groups = []Group{
 	{Title: "Records", names: []string{"sink", "record-headers", "record-timestamp", "key-converter", "key-converter-schemas-enable",
 		"value-converter", "value-converter-schemas-enable", "expand-json-payload", "expand-json-payload-empty-arrays",
 		"expand-json-payload-nulls", "tombstone-on-empty-payload"}, prefix: "topic-"},
+	{Title: "Schema registry (key-converter, value-converter avro, protobuf, json-schema)",
+		names: []string{"key-subject-name-strategy", "value-subject-name-strategy"}, prefix: "schema-registry-"},
 	{Title: "Kafka (--sink kafka)", prefix: "kafka-"},
 	{Title: "NATS JetStream (--sink nats)", prefix: "nats-"},
 	{Title: "RabbitMQ (--sink rabbitmq)", prefix: "rabbitmq-"},

@@ -11,6 +11,7 @@ import (
 	"github.com/walrelay/walrelay/poller"
 	"github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/relay"
+	"github.com/walrelay/walrelay/schemaregistry"
 	httpsink "github.com/walrelay/walrelay/sink/http"
 	"github.com/walrelay/walrelay/sink/sinks"
 )
@@ -52,13 +53,18 @@ type Settings struct {
 	// Kafka SASL mechanism ask for (the binary signs AWS tokens; this package
 	// signs none). Databases passes it on to each entry's settings.
 	Authenticate func(*Settings) error
+	// Registry is the schema registry's client configuration (schema-registry-*),
+	// used when a converter is avro, protobuf or json-schema.
+	Registry schemaregistry.Config
 	// Warnings are what Load found odd but not wrong (an unknown WALRELAY_*
 	// variable); the command reports them (Warn).
 	Warnings []string
 
 	logLevel  string
 	logFormat string
-	all       []setting
+	// keyStrategy and valueStrategy are the subject name strategies.
+	keyStrategy, valueStrategy record.SubjectStrategy
+	all                        []setting
 	// databases are the file's databases list (databases.go), read by the
 	// subcommands that take --database; entry is the name of the one these
 	// settings are, and where the place of its entry in the file, while
@@ -76,7 +82,8 @@ const (
 
 // New returns the defaults of every setting.
 func New() *Settings {
-	s := &Settings{Relay: relay.DefaultConfig(), Sinks: sinks.DefaultConfig(), logLevel: "info", logFormat: "json", DatabaseAuth: AuthPassword}
+	s := &Settings{Relay: relay.DefaultConfig(), Sinks: sinks.DefaultConfig(), logLevel: "info", logFormat: "json", DatabaseAuth: AuthPassword,
+		Registry: schemaregistry.DefaultConfig()}
 	s.Admin.Addr = "127.0.0.1:9731" // loopback: exposing metrics is the operator's choice
 	c, b := &s.Relay, &s.Sinks
 	s.all = []setting{
@@ -182,12 +189,13 @@ func New() *Settings {
 		size("kafka-max-message-bytes", "largest record batch the producer builds (0: franz-go default, ~1MB)", &b.Kafka.MaxMessageBytes),
 		str("kafka-compression", "record batch compression: none, snappy, lz4, zstd or gzip", &b.Kafka.Compression),
 		{name: "key-converter", usage: "how the record key is written, as Kafka Connect's key.converter: string (the aggregate id as it is), " +
-			"json (JsonConverter: a JSON string) or bytearray", def: "string",
+			"json (JsonConverter: a JSON string), bytearray, or avro, protobuf or json-schema (Confluent's converters, through schema-registry-url)", def: "string",
 			set: func(v string) error { return setConverter(v, &b.Format.KeyConverter) }},
 		{name: "key-converter-schemas-enable", usage: "json key converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.KeySchemas) }},
 		{name: "value-converter", usage: "how the record value is written, as Kafka Connect's value.converter: string (the payload as it is), " +
-			"json (JsonConverter: text and json payloads as a JSON string, bytea as base64, NULL as null) or bytearray", def: "string",
+			"json (JsonConverter: text and json payloads as a JSON string, bytea as base64, NULL as null), bytearray, " +
+			"or avro, protobuf or json-schema (Confluent's converters: schema registry framing, through schema-registry-url)", def: "string",
 			set: func(v string) error { return setConverter(v, &b.Format.ValueConverter) }},
 		{name: "value-converter-schemas-enable", usage: "json value converter: write {\"schema\":…,\"payload\":…} (JsonConverter's schemas.enable)",
 			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &b.Format.ValueSchemas) }},
@@ -210,6 +218,31 @@ func New() *Settings {
 			set: func(v string) error {
 				return setExpandBehaviour(v, "optional_string", &b.Format.ExpandJSON.KeepEmptyArrays)
 			}},
+		{name: "schema-registry-url", usage: "Confluent-compatible schema registry URL(s), comma-separated, for key-converter and value-converter " +
+			"avro, protobuf and json-schema", kind: kindURLs,
+			set: func(v string) error { s.Registry.URLs = schemaregistry.ParseURLs(v); return nil }},
+		{name: "schema-registry-basic-auth", usage: "user:password for the schema registry (Confluent's basic.auth.user.info; " +
+			"prefer the environment or the file over a flag)",
+			set: func(v string) error { s.Registry.BasicAuth = v; return nil }},
+		{name: "schema-registry-token", usage: "bearer token for the schema registry (prefer the environment or the file over a flag)",
+			set: func(v string) error { s.Registry.Token = v; return nil }},
+		str("schema-registry-tls-ca-file", "PEM file of the CA that signed the schema registry's certificate (default: system roots)", &s.Registry.CAFile),
+		str("schema-registry-tls-cert-file", "PEM client certificate, for a schema registry that requires one", &s.Registry.CertFile),
+		str("schema-registry-tls-key-file", "PEM key of the schema registry client certificate", &s.Registry.KeyFile),
+		{name: "schema-registry-auto-register", usage: "register a schema the subject does not have yet (Confluent's auto.register.schemas); " +
+			"false: look it up, and dead-letter the events whose schema is not registered", def: "true", kind: kindBool,
+			set: func(v string) error { return parseBool(v, &s.Registry.AutoRegister) }},
+		{name: "schema-registry-use-latest-version", usage: "write with the id of the subject's latest version (use.latest.version; " +
+			"needs schema-registry-auto-register false)", def: "false", kind: kindBool,
+			set: func(v string) error { return parseBool(v, &s.Registry.UseLatestVersion) }},
+		{name: "schema-registry-normalize", usage: "ask the registry to normalize schemas when registering and looking up (normalize.schemas)",
+			def: "false", kind: kindBool, set: func(v string) error { return parseBool(v, &s.Registry.Normalize) }},
+		{name: "key-subject-name-strategy", usage: "subject of the key schema: topic (<topic>-key), record (the schema's record name) " +
+			"or topic-record (<topic>-<record name>); the record-based ones need a schema with a record name", def: "topic",
+			set: func(v string) error { return setStrategy(v, &s.keyStrategy) }},
+		{name: "value-subject-name-strategy", usage: "subject of the value schema: topic (<topic>-value), record or topic-record; " +
+			"the record-based ones need a schema with a record name (column-envelope's struct)", def: "topic",
+			set: func(v string) error { return setStrategy(v, &s.valueStrategy) }},
 		{name: "record-headers", usage: "walrelay's own record headers: walrelay (id, event_type, aggregate_type, aggregate_id, created_at) " +
 			"or debezium (id alone, as Debezium's outbox router); column-headers follow either", def: "walrelay",
 			set: func(v string) error { return setRecordHeaders(v, &b.Format.IDHeaderOnly) }},
@@ -346,6 +379,15 @@ func setConverter(v string, p *record.Converter) error {
 		return err
 	}
 	*p = c
+	return nil
+}
+
+func setStrategy(v string, p *record.SubjectStrategy) error {
+	st, err := record.ParseSubjectStrategy(v)
+	if err != nil {
+		return err
+	}
+	*p = st
 	return nil
 }
 

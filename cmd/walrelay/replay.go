@@ -84,6 +84,9 @@ func replayCommand() *cobra.Command {
 			opts := ops.ReplayOptions{Filter: f, ID: ops.NewReplayID(), DryRun: dryRun, Rate: rate}
 			cfg := s.Relay
 			if !dryRun {
+				if err := s.PrepareRecords(&cfg); err != nil {
+					return err
+				}
 				if err := s.Sinks.Validate(); err != nil {
 					return err
 				}

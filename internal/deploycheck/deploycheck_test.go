@@ -50,6 +50,9 @@ var relayMetrics = map[string][]string{
 	"walrelay_published_horizon_timestamp_seconds": nil,
 	"walrelay_events_confirmed_timestamp_seconds":  nil,
 	"walrelay_build_info":                          {"version", "revision", "goversion"},
+	// Only with a registry converter (key-converter or value-converter avro, protobuf, json-schema).
+	"walrelay_schema_registry_up":          nil,
+	"walrelay_schema_refused_events_total": {"subject"},
 }
 
 // walStatuses are the values of walrelay_slot_wal_status's status label

@@ -31,12 +31,14 @@ type request struct {
 
 // contentType says what the body is: application/json for the json converter, and
 // for the string converter over a json or jsonb payload written as it is;
-// text/plain for other string values; application/octet-stream for bytearray.
+// text/plain for other string values; application/octet-stream for bytearray and
+// the registry converters (avro, protobuf, json-schema), whose framed bytes are no
+// text (a magic byte and a binary schema id lead them).
 func contentType(f *record.Format, e *outbox.Event) string {
 	switch f.ValueConverter {
 	case record.JSON:
 		return contentJSON
-	case record.ByteArray:
+	case record.ByteArray, record.Avro, record.Protobuf, record.JSONSchema:
 		return contentBinary
 	}
 	if (e.PayloadType == "json" || e.PayloadType == "jsonb") && len(e.Envelope) == 0 && !f.ExpandJSON.Enabled {

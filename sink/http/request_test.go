@@ -69,6 +69,9 @@ func TestRequestOfAnEvent(t *testing.T) {
 		{"string over text", record.String, text, "text/plain; charset=utf-8", "plain words"},
 		{"json over text", record.JSON, text, "application/json", `"plain words"`},
 		{"bytearray", record.ByteArray, bin, "application/octet-stream", "\x00\x01\x02\xff"},
+		// Confluent's framing: magic byte, id 7, then the union's branch 1 and the
+		// string; bytes, so application/octet-stream.
+		{"avro", record.Avro, text, "application/octet-stream", "\x00\x00\x00\x00\x07\x02\x16plain words"},
 		{"tombstone", record.String, tomb, "application/json", ""},
 		{"headers", record.String, hdrs, "application/json", `{"id":"e-hdrs"}`},
 	}
@@ -76,6 +79,8 @@ func TestRequestOfAnEvent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config(srv.URL + "/hooks")
 			cfg.Format.ValueConverter = tc.conv
+			cfg.Format.Schemas = &record.Schemas{Topic: func(*outbox.Event) string { return "t" }}
+			cfg.Format.Schemas.Store("t-value", `["null","string"]`, 7)
 			cfg.Headers = []httpsink.Header{{Name: "authorization", Source: "file:" + token}, {Name: "X-Tenant-Key", Source: "env:WALRELAY_TEST_TENANT_KEY"}}
 			s := newSink(t, cfg)
 			o := newOutcomes()

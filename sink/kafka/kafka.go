@@ -208,48 +208,91 @@ func (s *Sink) Publish(e *outbox.Event, done sink.Done) {
 	s.feed.produce(newRecord(s.topic, &s.topics, s.format, e, done))
 }
 
-// record is a kgo.Record with room for its headers and what the promise needs, so
-// that an event costs no allocation here once records are recycled. Record must stay
-// the first field: the promise gets the *kgo.Record back and finds its record from it.
+// record is a kgo.Record with what the promise needs, inside a narrowRecord or a
+// wideRecord that has room for its headers, so that an event costs no allocation
+// here once records are recycled. Record must stay the first field: the promise gets
+// the *kgo.Record back and finds its record from it. Every byte of it is held per
+// event in flight, a full window of them at a drain's peak (docs/performance.md,
+// "Memory: where the drain's resident set goes").
 type record struct {
 	kgo.Record
-	headers [ownHeaders + 4]kgo.RecordHeader
-	created [rec.CreatedLen]byte
 	done    sink.Done
-	event   sink.EventKey // the exactly-once producer's: which event a failure poisons
-	size    int64         // what the feed counts of it (userSize)
+	size    int64 // what the feed counts of it (userSize)
+	created [rec.CreatedLen]byte
+}
+
+// narrowRecord is the record of an event without headers of its own, most events:
+// room for walrelay's headers alone.
+type narrowRecord struct {
+	record
+	headers [ownHeaders]kgo.RecordHeader
+}
+
+// wideRecord is the record of an event with headers of its own (a trace context, a
+// column placed as a header): room for four of them; more are appended.
+type wideRecord struct {
+	record
+	headers [ownHeaders + 4]kgo.RecordHeader
 }
 
 // ownHeaders are the headers every record carries before the event's own.
 const ownHeaders = rec.OwnHeaders
 
-// records recycles records: franz-go is done with a record once its promise returns.
-// Records go back zeroed, so that they hold no event while pooled.
-var records = sync.Pool{New: func() any { return new(record) }}
+// narrowRecords and wideRecords recycle records: franz-go is done with a record once
+// its promise returns. Records go back zeroed, so that they hold no event while pooled.
+var (
+	narrowRecords = sync.Pool{New: func() any { return new(narrowRecord) }}
+	wideRecords   = sync.Pool{New: func() any { return new(wideRecord) }}
+)
 
-// newRecord builds the record for e as f says. Keys and header values share e's
-// memory instead of copying it: franz-go only reads them, and the event outlives the
-// record's promise.
+// newRecord builds the record for e as f says, from the pool its headers fit.
 func newRecord(topic sink.Template, topics *topicCache, f *rec.Format, e *outbox.Event, done sink.Done) *record {
-	r := records.Get().(*record) // zero: new, or zeroed by promise
+	if len(e.Headers) == 0 {
+		r := narrowRecords.Get().(*narrowRecord) // zero: new, or zeroed by recycle
+		r.fill(r.headers[:0], topic, topics, f, e, done)
+		return &r.record
+	}
+	r := wideRecords.Get().(*wideRecord)
+	r.fill(r.headers[:0], topic, topics, f, e, done)
+	return &r.record
+}
+
+// fill makes r the record for e, its headers appended to hs. Keys and header values
+// share e's memory instead of copying it: franz-go only reads them, and the event
+// outlives the record's promise.
+func (r *record) fill(hs []kgo.RecordHeader, topic sink.Template, topics *topicCache, f *rec.Format, e *outbox.Event, done sink.Done) {
 	r.done = done
 	// Always set: franz-go would read the clock for it otherwise.
 	r.Timestamp = f.Timestamp(e, time.Now())
 	own, n := f.Own(e, &r.created)
-	for i, h := range own[:n] {
-		r.headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	for _, h := range own[:n] {
+		hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
-	r.Headers = r.headers[:n]
 	for _, h := range e.Headers {
 		if v, ok := f.HeaderValue(h); ok {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: v})
+			hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: v})
 		}
 	}
+	r.Headers = hs
 	r.Topic = topics.render(topic, e)
 	r.Key = f.Key(e)
 	r.Value, _ = f.Value(e) // a tombstone is a nil value
 	presetPartition(&r.Record, e.Partition)
-	return r
+}
+
+// recycle zeroes r and returns it to its pool. Its headers tell which: a narrow
+// record's never outgrow their array of ownHeaders, and a wide record's start with
+// room for more.
+func (r *record) recycle() {
+	if cap(r.Headers) > ownHeaders {
+		w := (*wideRecord)(unsafe.Pointer(r))
+		*w = wideRecord{}
+		wideRecords.Put(w)
+		return
+	}
+	n := (*narrowRecord)(unsafe.Pointer(r))
+	*n = narrowRecord{}
+	narrowRecords.Put(n)
 }
 
 // promise is the one callback every record shares.
@@ -266,8 +309,7 @@ func (s *Sink) promise(kr *kgo.Record, err error) {
 		s.forgetRecreatedTopic(kr.Topic, err)
 		r.done.Done(classify(err))
 	}
-	*r = record{}
-	records.Put(r)
+	r.recycle()
 }
 
 // topicCache keeps rendered topic names, so the usual handful of aggregate and

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -129,8 +130,7 @@ func TestTransactionalPoison(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx := &Transactional{feed: newFeed(nil, nil, 1, 1)}
-			r := newRecord(tmpl, &topics, &rec.Format{}, ev, nil)
-			r.event = sink.KeyOf(ev)
+			r := newTxnRecord(tmpl, &topics, &rec.Format{}, ev)
 			tx.promise(&r.Record, tc.err)
 			if tx.err == nil {
 				t.Fatal("the failure did not fail the transaction")
@@ -189,7 +189,7 @@ func TestTransactionalPartitionPoison(t *testing.T) {
 		{"7", "partition column value 7 is not a partition of topic outbox.event.order"},
 	} {
 		ev := &outbox.Event{ID: "e1", AggregateType: "order", AggregateID: "o-1", Partition: tc.partition}
-		r := newRecord(tmpl, &topics, &rec.Format{}, ev, nil)
+		r := newTxnRecord(tmpl, &topics, &rec.Format{}, ev)
 		if tc.partition == "7" { // what the partitioner does for a topic of 3 partitions
 			p := partitioner().ForTopic(r.Topic).(kgo.TopicBackupPartitioner)
 			if got := p.PartitionByBackup(&r.Record, 3, nil); got != 7 {
@@ -197,10 +197,63 @@ func TestTransactionalPartitionPoison(t *testing.T) {
 			}
 		}
 		tx := &Transactional{feed: newFeed(nil, nil, 1, 1)}
-		r.event = sink.KeyOf(ev)
 		tx.promise(&r.Record, errors.New("invalid record partitioning choice"))
 		if poison := tx.Poisoned()[sink.KeyOf(ev)]; !sink.IsEventError(poison) || !strings.Contains(poison.Error(), tc.want) {
 			t.Errorf("partition %q: poison %v, want an event error saying %q", tc.partition, poison, tc.want)
+		}
+	}
+}
+
+// Every byte of a record is held per event in flight, a full window of them at a
+// drain's peak: the record of an event without headers of its own fits the
+// allocator's 416-byte size class, one with headers the 576-byte one.
+func TestRecordSize(t *testing.T) {
+	if n := unsafe.Sizeof(narrowRecord{}); n > 416 {
+		t.Errorf("a record without the event's headers is %d bytes, want at most 416", n)
+	}
+	if n := unsafe.Sizeof(wideRecord{}); n > 576 {
+		t.Errorf("a record with room for the event's headers is %d bytes, want at most 576", n)
+	}
+}
+
+// A record carries walrelay's headers and then the event's own, in order, whether
+// it comes from the narrow pool (no headers of the event's) or the wide one (room
+// for four, more appended); with room enough it costs no allocation, also for a
+// created_at in the last year PostgreSQL stores, with nanoseconds.
+func TestRecordHeaders(t *testing.T) {
+	tmpl, err := sink.ParseTemplate(DefaultTopicTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sink{topic: tmpl, feed: newFeed(nil, nil, 1, 1)}
+	done := sink.DoneFunc(func(error) {})
+	for _, n := range []int{0, 1, 4, 6} {
+		ev := &outbox.Event{ID: "e1", AggregateType: "order", AggregateID: "o-1", EventType: "placed",
+			CreatedAt: time.Date(294276, 12, 31, 23, 59, 59, 999999999, time.UTC)}
+		for i := range n {
+			ev.Headers = append(ev.Headers, outbox.Header{Key: fmt.Sprintf("h%d", i), Value: fmt.Sprintf("v%d", i)})
+		}
+		f := &rec.Format{}
+		var want []string
+		f.EachHeader(ev, func(k string, v []byte) { want = append(want, k+"="+string(v)) })
+		for round := range 2 { // the second from the pool
+			r := newRecord(s.topic, &s.topics, f, ev, done)
+			var got []string
+			for _, h := range r.Headers {
+				got = append(got, h.Key+"="+string(h.Value))
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("%d headers of the event's, round %d: record headers %q, want %q", n, round, got, want)
+			}
+			s.promise(&r.Record, nil)
+		}
+		if n > 4 {
+			continue
+		}
+		if allocs := testing.AllocsPerRun(1000, func() {
+			s.promise(&newRecord(s.topic, &s.topics, f, ev, done).Record, nil)
+		}); allocs != 0 {
+			t.Errorf("%d headers of the event's: %v allocations per record, want 0", n, allocs)
 		}
 	}
 }

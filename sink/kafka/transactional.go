@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/outbox"
+	rec "github.com/walrelay/walrelay/record"
 	"github.com/walrelay/walrelay/sink"
 )
 
@@ -217,15 +218,28 @@ func (t *Transactional) Produce(e *outbox.Event) error {
 		}
 		t.inTxn = true
 	}
-	r := newRecord(t.topic, &t.topics, &t.cfg.Format, e, nil)
-	r.event = sink.KeyOf(e)
-	t.feed.produce(r)
+	t.feed.produce(&newTxnRecord(t.topic, &t.topics, &t.cfg.Format, e).record)
 	return nil
+}
+
+// txnRecord is the record of an event in a Kafka transaction, which also names
+// the event a failure poisons. It is not recycled.
+type txnRecord struct {
+	record
+	event   sink.EventKey
+	headers [ownHeaders + 4]kgo.RecordHeader
+}
+
+// newTxnRecord builds the record for e as f says.
+func newTxnRecord(topic sink.Template, topics *topicCache, f *rec.Format, e *outbox.Event) *txnRecord {
+	r := &txnRecord{event: sink.KeyOf(e)}
+	r.fill(r.headers[:0], topic, topics, f, e, nil)
+	return r
 }
 
 // promise is the callback of the events' records (newRecord's).
 func (t *Transactional) promise(kr *kgo.Record, err error) {
-	r := (*record)(unsafe.Pointer(kr))
+	r := (*txnRecord)(unsafe.Pointer(kr))
 	t.feed.release(r.size)
 	if err == nil {
 		return
