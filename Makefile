@@ -79,7 +79,8 @@ test: setup
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
 # test-browser: the console's tests in headless Chromium alone (they run in `make test`
-# too, in about 10 s). WALRELAY_CONSOLE_SCREENSHOTS=DIR writes its screenshots there.
+# too, in about 10 s). WALRELAY_CONSOLE_SCREENSHOTS=DIR (absolute) writes its screenshots
+# there, from fixed data: WALRELAY_CONSOLE_SCREENSHOTS=$PWD/docs/console renews the docs' ones.
 test-browser: setup
 	$(GO) test -count=1 -timeout 5m -run '^TestConsole' -v ./admin/
 

@@ -50,11 +50,13 @@ type browserPage struct {
 	t   *testing.T
 	ctx context.Context
 
-	mu        sync.Mutex
-	errors    []string
-	requests  []string
-	failed    []string
-	statusIDs []network.RequestID // the responses of GET /status, in order
+	mu          sync.Mutex
+	errors      []string
+	requests    []string
+	failed      []string
+	statusIDs   []network.RequestID // the responses of GET /status, in order
+	overviewIDs []network.RequestID // the responses of GET /overview, in order
+	overviewAt  []time.Time         // and when each came
 }
 
 // newBrowser starts Chromium (as root: without its sandbox; no background
@@ -107,6 +109,12 @@ func newBrowser(t *testing.T) *browserPage {
 		if strings.Contains(u, "/status") && ev.Response.Status == http.StatusOK {
 			b.mu.Lock()
 			b.statusIDs = append(b.statusIDs, ev.RequestID)
+			b.mu.Unlock()
+		}
+		if strings.Contains(u, "/overview") && ev.Response.Status == http.StatusOK {
+			b.mu.Lock()
+			b.overviewIDs = append(b.overviewIDs, ev.RequestID)
+			b.overviewAt = append(b.overviewAt, time.Now())
 			b.mu.Unlock()
 		}
 	})

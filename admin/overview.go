@@ -3,6 +3,7 @@ package admin
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/walrelay/walrelay/internal/buildinfo"
@@ -91,7 +92,10 @@ func sinkStatus(r *relay.Relay) *ops.SinkStatus {
 	return &ops.SinkStatus{Kind: cfg.Published.Sink, Brokers: brokers, TopicTemplate: cfg.Published.TopicTemplate}
 }
 
-func buildStatus() *ops.BuildStatus {
+// buildStatus is the build that runs, read once: reading it parses the binary's
+// build information, which every poll of an open console would otherwise pay for.
+// Callers share the value and must not change it.
+var buildStatus = sync.OnceValue(func() *ops.BuildStatus {
 	b := buildinfo.Read()
 	return &ops.BuildStatus{Version: b.Version, Revision: b.Revision}
-}
+})

@@ -113,6 +113,7 @@ func writeCostGoals(w io.Writer, r *results) {
 		fmt.Fprintf(w, "| idle: relay CPU ≤ %.0f ms a second, the slot still confirmed and /readyz 200 | %.2f ms/s; confirmed %s, ready %s | %s | %s |\n",
 			goalIdleMsPerSec, i.RelayCPUmsPerS, yesNo(i.ConfirmedMoved), yesNo(i.Ready), floor,
 			verdict(i.RelayCPUmsPerS <= goalIdleMsPerSec && i.ConfirmedMoved && i.Ready))
+		writeConsoleGoal(w, i.Console)
 	}
 	for _, g := range goalCPUPerEvent {
 		lat := latencyAt(r, g.rate)

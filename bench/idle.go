@@ -28,6 +28,8 @@ type idleResult struct {
 	Ready            bool    `json:"ready"`           // /readyz answered 200 at the end
 	MachineBusy      float64 `json:"machine_busy_fraction"`
 	ProfileWrittenTo string  `json:"profile,omitempty"`
+	// Console is the steps without and with a console open that follow (nil: not run).
+	Console *consoleIdleResult `json:"console,omitempty"`
 }
 
 // measureIdle lets the relay stand by for d with no writes and reads its CPU (utime +

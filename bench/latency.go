@@ -274,6 +274,14 @@ func (e *env) runLatency(ctx context.Context, run relayRun) (out []latencyResult
 		if err != nil {
 			return nil, nil, err
 		}
+		if d := e.opts.consoleIdle; d > 0 {
+			progress("  console: %d rounds of %s with no writes without a console and %s with one", e.opts.consoleRounds, d, d)
+			c, err := e.measureConsoleIdle(ctx, rp, d, e.opts.consoleRounds)
+			if err != nil {
+				return nil, nil, err
+			}
+			idle.Console = &c
+		}
 		idleOut = &idle
 	}
 

@@ -13,7 +13,9 @@
 //     from a third; the relay's rate and PostgreSQL CPU as ratios of pg_recvlogical's.
 //     Scenarios 1 and 2 run as pairs, -repeats times.
 //  3. Latency: first -idle with no writes (the relay's CPU per second and RSS while it
-//     stands by, with /readyz and the slot's lag checked after), then fixed-rate
+//     stands by, with /readyz and the slot's lag checked after), then -console-rounds
+//     pairs of -console-idle steps without and with a console polling /overview (what
+//     an open console costs an idle relay), then fixed-rate
 //     single-event transactions; commit-to-consume and
 //     created-to-hand-over, exact, overall and per second of the load, and the relay's
 //     commit-to-ack histogram, and whether slot lag grew.
@@ -59,6 +61,8 @@ type options struct {
 	rates          []int
 	rateDuration   time.Duration
 	idle           time.Duration // the latency scenario's step with no writes, before the rates
+	consoleIdle    time.Duration // after it, each step without and with a console open
+	consoleRounds  int
 	workers        int
 	partitions     int
 	aggregates     int
@@ -90,6 +94,8 @@ func parseFlags() (options, error) {
 	flag.StringVar(&rates, "rates", defaultRates, "load generator rates, events/s (scenario 3)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 20*time.Second, "how long each rate runs")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long the relay stands by with no writes before the rates (scenario 3; 0 skips the step)")
+	flag.DurationVar(&o.consoleIdle, "console-idle", 100*time.Second, "after the idle step, each step with no writes without a console and with one polling GET /overview every 2s (scenario 3; 0 skips them)")
+	flag.IntVar(&o.consoleRounds, "console-rounds", 2, "rounds of -console-idle steps, one without and one with the console each, the order alternating")
 	flag.IntVar(&o.workers, "workers", 8, "load generator connections")
 	flag.IntVar(&o.partitions, "partitions", 4, "partitions per topic")
 	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate ids (record keys)")
@@ -100,7 +106,7 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
 	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
 	flag.StringVar(&o.markdown, "md", "", "also write the markdown tables to this file")
-	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s, 10s idle")
+	flag.BoolVar(&o.quick, "quick", false, "small sizes (about 2 minutes): 100,000 rows, 1 round, 20,000 per mode, 1,000 and 5,000/s for 5s, 10s idle and console steps")
 	flag.StringVar(&o.onPublish, "on-publish", "", "--on-publish of the drain and latency runs (scenarios 1-3); empty: the relay's default")
 	var modes string
 	flag.StringVar(&modes, "modes", "mark,delete,none,progress,poll:mark,poll:delete",
@@ -128,6 +134,7 @@ func parseFlags() (options, error) {
 			"rates":           func() { rates = "1000,5000" },
 			"rate-duration":   func() { o.rateDuration = 5 * time.Second },
 			"idle":            func() { o.idle = 10 * time.Second },
+			"console-idle":    func() { o.consoleIdle = 10 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -159,8 +166,10 @@ func parseFlags() (options, error) {
 		return o, errors.New("-workers, -partitions and -aggregates must be positive")
 	case o.payloadBytes < 40:
 		return o, errors.New("-payload-bytes must be at least 40")
-	case o.idle < 0:
-		return o, errors.New("-idle must not be negative")
+	case o.idle < 0 || o.consoleIdle < 0:
+		return o, errors.New("-idle and -console-idle must not be negative")
+	case o.consoleRounds < 1:
+		return o, errors.New("-console-rounds must be positive")
 	case o.rateDuration <= 0 || o.drainTimeout <= 0:
 		return o, errors.New("-rate-duration and -drain-timeout must be positive")
 	}

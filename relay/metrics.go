@@ -118,8 +118,8 @@ func newMetrics(reg prometheus.Registerer, r *Relay) (*metrics, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_inflight_events", Help: "Events handed to the broker and not yet settled."},
 			func() float64 { events, _ := r.window.InFlight(); return float64(events) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_oldest_inflight_age_seconds",
-			Help: "How long the oldest event handed to the broker has waited for its answer; 0: none waits."},
-			func() float64 { age, _ := r.acks.oldest(time.Now()); return age.Seconds() }),
+			Help: "The relay's lag in seconds: how long the oldest event handed to the broker has waited for its answer; 0: none waits."},
+			func() float64 { return r.lagSeconds(time.Now()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "walrelay_inflight_bytes", Help: "Bytes of events handed to the broker and not yet settled."},
 			func() float64 { _, bytes := r.window.InFlight(); return float64(bytes) }),
 	} {

@@ -4,6 +4,7 @@
 "use strict";
 (() => {
   const POLL_MS = 2000; // the page asks the relay at most this often
+  const SLOW_POLL_MS = 10000; // and at least this often, whatever the stats interval
   const HOUR_MS = 3600 * 1000;
   const TOKEN_KEY = "walrelay-admin-token";
   const $ = (id) => document.getElementById(id);
@@ -18,6 +19,8 @@
     replay: null, // the replay under way: its id
     status: null,
     timer: 0,
+    every: 0, // the polling's period now
+    statsInterval: 0, // seconds between the relay's samples, from /overview
   };
 
   class APIError extends Error {
@@ -171,7 +174,8 @@
       for (const span of document.querySelectorAll("[data-live]")) {
         const k = span.dataset.live;
         const v = latest[k];
-        span.textContent = k === "lag_bytes" ? fmtBytes(v) : k === "ack_latency_seconds" ? fmtSeconds(v) :
+        span.dataset.value = String(v);
+        span.textContent = k === "lag_bytes" ? fmtBytes(v) : k === "ack_latency_seconds" || k === "lag_seconds" ? fmtSeconds(v) :
           k === "events_per_second" ? dec.format(v) + "/s" : int.format(v);
       }
       if (st.dlq.seenDead !== null && st.dlq.seenDead !== latest.dead_letters && st.tab === "dlq") {
@@ -262,12 +266,27 @@
       const q = lastSampleAt ? "?since=" + encodeURIComponent(lastSampleAt) : "";
       const o = await api("GET", "/overview" + q);
       if (o.samples && o.samples.length) lastSampleAt = o.samples[o.samples.length - 1].at;
+      st.statsInterval = o.stats_interval_seconds || 0;
       renderOverview(o);
       if (st.replay) await followReplay();
       clearError();
+      if (st.timer) schedule();
     } catch (err) {
       showError(err);
     }
+  }
+
+  // The page polls as often as the relay takes a sample, its stats interval (the
+  // figures change no more often), within POLL_MS and SLOW_POLL_MS, and every
+  // POLL_MS while it follows a replay; an action polls at once. Each poll wakes an
+  // idle relay, so fewer of them are what keeps an open console cheap
+  // (docs/performance.md, "The console's share").
+  function schedule() {
+    const every = st.replay ? POLL_MS : Math.min(Math.max(st.statsInterval * 1000 || POLL_MS, POLL_MS), SLOW_POLL_MS);
+    if (st.timer && st.every === every) return;
+    clearInterval(st.timer);
+    st.every = every;
+    st.timer = setInterval(poll, every);
   }
 
   // --- dead letters ---------------------------------------------------------------
@@ -435,6 +454,7 @@
     if (!st.counted || st.counted.key !== JSON.stringify(filters)) { resetCount(); return; }
     const job = await api("POST", "/replay", filters);
     st.replay = job.id;
+    if (st.timer) schedule();
     $("replay-start").disabled = true;
     $("replay-progress").hidden = false;
     $("replay-bar").max = Math.max(st.counted.total, 1);
@@ -523,7 +543,7 @@
     await loadDatabases();
     await loadStatus();
     await poll();
-    if (!st.timer) st.timer = setInterval(poll, POLL_MS);
+    if (!st.timer) schedule();
     showTab(st.tab);
   }
 
