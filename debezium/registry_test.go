@@ -261,7 +261,9 @@ func TestImportRegistryPlatforms(t *testing.T) {
 		{"flags alone", bare, debezium.Options{Converters: flags("string", "protobuf")},
 			[]string{"value-converter: protobuf\n", "# value.converter.schema.registry.url: not set where io.confluent.connect.protobuf.ProtobufConverter is configured"}, 0},
 		{"flags over a worker", bare, debezium.Options{Converters: flags("", "json-schema"), Worker: worker},
-			[]string{"key-converter: string\nvalue-converter: json-schema\nschema-registry-url: http://sr:8081\nvalue-subject-name-strategy: record\n"}, 0},
+			// The worker's strategy is read, and refused: the value is the bare payload.
+			[]string{"key-converter: string\nvalue-converter: json-schema\nschema-registry-url: http://sr:8081\n",
+				"(the worker's properties)=io.confluent.kafka.serializers.subject.RecordNameStrategy: differs from Debezium"}, 1},
 		{"server avro", server + "debezium.format.value=avro\ndebezium.format.value.schema.registry.url=http://sr:8081\n", debezium.Options{},
 			[]string{"value-converter: avro\nschema-registry-url: http://sr:8081\n"}, 1},
 		{"server protobuf", server + "debezium.format.value=protobuf\ndebezium.format.schema.registry.url=http://sr:8081\n", debezium.Options{},
