@@ -24,6 +24,9 @@
 //  6. Databases: one relay process with a databases list of 1, 4 and 8 databases,
 //     each -idle with no writes; the relay's CPU per second and what each database
 //     past the first adds.
+//  7. Converters: a backlog per value converter (string, avro) and payload (as text,
+//     expanded JSON) drained by the relay and by pg_recvlogical, with the tests'
+//     schema registry served by the harness (converters.go).
 //
 // The drain and latency runs use the relay binary's default --on-publish unless
 // -on-publish says otherwise, and the tables start with the goals side by side.
@@ -54,33 +57,34 @@ import (
 
 // options are the harness's flags.
 type options struct {
-	events         int
-	repeats        int
-	modeEvents     int
-	pgoutputEvents int
-	rates          []int
-	rateDuration   time.Duration
-	idle           time.Duration // the latency scenario's step with no writes, before the rates
-	consoleIdle    time.Duration // after it, each step without and with a console open
-	consoleRounds  int
-	workers        int
-	partitions     int
-	aggregates     int
-	payloadBytes   int
-	drainTimeout   time.Duration
-	removalWait    time.Duration
-	scenarios      []string
-	walrelay       string
-	out            string
-	markdown       string
-	quick          bool
-	keep           bool
-	onPublish      string // the drain and latency runs' --on-publish; "" the binary's default
-	modes          []modeSpec
-	relayArgs      []string // more `walrelay run` flags, for every relay
-	peerCmd        string   // a peer relay for the drain (peer.go)
-	relayTrace     string   // directory for runtime traces of the latency steps' first seconds
-	relayProfile   string   // directory for CPU profiles of the drains' first seconds
+	events          int
+	repeats         int
+	modeEvents      int
+	pgoutputEvents  int
+	converterEvents int
+	rates           []int
+	rateDuration    time.Duration
+	idle            time.Duration // the latency scenario's step with no writes, before the rates
+	consoleIdle     time.Duration // after it, each step without and with a console open
+	consoleRounds   int
+	workers         int
+	partitions      int
+	aggregates      int
+	payloadBytes    int
+	drainTimeout    time.Duration
+	removalWait     time.Duration
+	scenarios       []string
+	walrelay        string
+	out             string
+	markdown        string
+	quick           bool
+	keep            bool
+	onPublish       string // the drain and latency runs' --on-publish; "" the binary's default
+	modes           []modeSpec
+	relayArgs       []string // more `walrelay run` flags, for every relay
+	peerCmd         string   // a peer relay for the drain (peer.go)
+	relayTrace      string   // directory for runtime traces of the latency steps' first seconds
+	relayProfile    string   // directory for CPU profiles of the drains' first seconds
 }
 
 func parseFlags() (options, error) {
@@ -91,6 +95,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.repeats, "repeats", defaultRepeats, "rounds of walrelay + pg_recvlogical drains (even: each goes first as often)")
 	flag.IntVar(&o.modeEvents, "mode-events", 200_000, "backlog rows per --mode/--on-publish run (scenario 4)")
 	flag.IntVar(&o.pgoutputEvents, "pgoutput-events", 500_000, "backlog rows per round of the pgoutput scenario (pg_recvlogical per pgoutput option set)")
+	flag.IntVar(&o.converterEvents, "converter-events", 200_000, "backlog rows per value converter and payload (scenario 7), each beside pg_recvlogical")
 	flag.StringVar(&rates, "rates", defaultRates, "load generator rates, events/s (scenario 3)")
 	flag.DurationVar(&o.rateDuration, "rate-duration", 20*time.Second, "how long each rate runs")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long the relay stands by with no writes before the rates (scenario 3; 0 skips the step)")
@@ -102,7 +107,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.payloadBytes, "payload-bytes", 200, "approximate JSON payload size")
 	flag.DurationVar(&o.drainTimeout, "drain-timeout", 15*time.Minute, "give up on one drain after this long")
 	flag.DurationVar(&o.removalWait, "removal-wait", 30*time.Second, "after a drain, how long to wait for a mode that removes published rows to empty the table")
-	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes,pgoutput,databases", "which scenarios to run (comma-separated)")
+	flag.StringVar(&scenarios, "scenarios", "drain,latency,modes,pgoutput,databases,converters", "which scenarios to run (comma-separated)")
 	flag.StringVar(&o.walrelay, "walrelay", "", "use this walrelay binary instead of building ./cmd/walrelay")
 	flag.StringVar(&o.out, "out", "bench-results.json", "JSON results file")
 	flag.StringVar(&o.markdown, "md", "", "also write the markdown tables to this file")
@@ -127,14 +132,15 @@ func parseFlags() (options, error) {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		quick := map[string]func(){
-			"events":          func() { o.events = 100_000 },
-			"repeats":         func() { o.repeats = 1 },
-			"mode-events":     func() { o.modeEvents = 20_000 },
-			"pgoutput-events": func() { o.pgoutputEvents = 50_000 },
-			"rates":           func() { rates = "1000,5000" },
-			"rate-duration":   func() { o.rateDuration = 5 * time.Second },
-			"idle":            func() { o.idle = 10 * time.Second },
-			"console-idle":    func() { o.consoleIdle = 10 * time.Second },
+			"events":           func() { o.events = 100_000 },
+			"repeats":          func() { o.repeats = 1 },
+			"mode-events":      func() { o.modeEvents = 20_000 },
+			"pgoutput-events":  func() { o.pgoutputEvents = 50_000 },
+			"converter-events": func() { o.converterEvents = 20_000 },
+			"rates":            func() { rates = "1000,5000" },
+			"rate-duration":    func() { o.rateDuration = 5 * time.Second },
+			"idle":             func() { o.idle = 10 * time.Second },
+			"console-idle":     func() { o.consoleIdle = 10 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -151,8 +157,8 @@ func parseFlags() (options, error) {
 	}
 	for _, s := range strings.Split(scenarios, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.Contains([]string{"drain", "latency", "modes", "pgoutput", "databases"}, s) {
-			return o, fmt.Errorf("-scenarios: %q is not drain, latency, modes, pgoutput or databases", s)
+		if !slices.Contains([]string{"drain", "latency", "modes", "pgoutput", "databases", "converters"}, s) {
+			return o, fmt.Errorf("-scenarios: %q is not drain, latency, modes, pgoutput, databases or converters", s)
 		}
 		o.scenarios = append(o.scenarios, s)
 	}
@@ -160,8 +166,8 @@ func parseFlags() (options, error) {
 		return o, err
 	}
 	switch {
-	case o.events < 1 || o.repeats < 1 || o.modeEvents < 1 || o.pgoutputEvents < 1:
-		return o, errors.New("-events, -repeats, -mode-events and -pgoutput-events must be positive")
+	case o.events < 1 || o.repeats < 1 || o.modeEvents < 1 || o.pgoutputEvents < 1 || o.converterEvents < 1:
+		return o, errors.New("-events, -repeats, -mode-events, -pgoutput-events and -converter-events must be positive")
 	case o.workers < 1 || o.partitions < 1 || o.aggregates < 1:
 		return o, errors.New("-workers, -partitions and -aggregates must be positive")
 	case o.payloadBytes < 40:
@@ -210,7 +216,7 @@ func main() {
 
 func run(ctx context.Context, opts options) (err error) {
 	res := &results{Started: time.Now(), Settings: settingsInfo{
-		Quick: opts.quick, Events: opts.events, Repeats: opts.repeats, ModeEvents: opts.modeEvents, PgoutputEvents: opts.pgoutputEvents,
+		Quick: opts.quick, Events: opts.events, Repeats: opts.repeats, ModeEvents: opts.modeEvents, PgoutputEvents: opts.pgoutputEvents, ConverterEvents: opts.converterEvents,
 		Rates: opts.rates, RateSeconds: opts.rateDuration.Seconds(), Workers: opts.workers,
 		Partitions: opts.partitions, Aggregates: opts.aggregates, PayloadBytes: opts.payloadBytes,
 		RowsPerTx: rowsPerTx, PostgreSQL: map[string]string{
@@ -322,6 +328,11 @@ func run(ctx context.Context, opts options) (err error) {
 	if want("pgoutput") {
 		if res.Pgoutput, err = e.runPgoutput(ctx); err != nil {
 			return fmt.Errorf("pgoutput: %w", err)
+		}
+	}
+	if want("converters") {
+		if res.Converters, err = e.runConverters(ctx); err != nil {
+			return fmt.Errorf("converters: %w", err)
 		}
 	}
 	if want("databases") && opts.idle > 0 {

@@ -15,8 +15,9 @@ type relayRun struct {
 	dbURL         string
 	slot          string
 	topicTemplate string
-	mode          string // stream or poll
-	onPublish     string // --on-publish; "" the binary's default
+	mode          string   // stream or poll
+	onPublish     string   // --on-publish; "" the binary's default
+	args          []string // more `walrelay run` flags for this run only
 }
 
 // relayProc is a running `walrelay run`.
@@ -50,6 +51,7 @@ func (e *env) startRelay(run relayRun, label string) (*relayProc, error) {
 	if run.onPublish != "" {
 		args = append(args, "--on-publish", run.onPublish)
 	}
+	args = append(args, run.args...)
 	p, err := startProc("walrelay "+label, logPath, nil, e.walrelay, args...)
 	if err != nil {
 		return nil, err

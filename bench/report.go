@@ -28,6 +28,7 @@ type results struct {
 	Modes           []modeResult      `json:"modes,omitempty"`
 	Pgoutput        []pgoutputResult  `json:"pgoutput,omitempty"`
 	Databases       []databasesResult `json:"databases,omitempty"`
+	Converters      []converterResult `json:"converters,omitempty"`
 }
 
 type machineInfo struct {
@@ -44,25 +45,26 @@ type machineInfo struct {
 }
 
 type settingsInfo struct {
-	Quick          bool              `json:"quick"`
-	Events         int               `json:"backlog_events"`
-	Repeats        int               `json:"repeats"`
-	ModeEvents     int               `json:"mode_events"`
-	PgoutputEvents int               `json:"pgoutput_events"`
-	Rates          []int             `json:"rates"`
-	RateSeconds    float64           `json:"rate_seconds"`
-	Workers        int               `json:"load_workers"`
-	Partitions     int               `json:"partitions"`
-	Aggregates     int               `json:"aggregates"`
-	PayloadBytes   int               `json:"payload_bytes"`
-	RowsPerTx      int               `json:"rows_per_transaction"`
-	PostgreSQL     map[string]string `json:"postgresql_settings"`
-	Relay          string            `json:"relay"`
+	Quick           bool              `json:"quick"`
+	Events          int               `json:"backlog_events"`
+	Repeats         int               `json:"repeats"`
+	ModeEvents      int               `json:"mode_events"`
+	PgoutputEvents  int               `json:"pgoutput_events"`
+	ConverterEvents int               `json:"converter_events"`
+	Rates           []int             `json:"rates"`
+	RateSeconds     float64           `json:"rate_seconds"`
+	Workers         int               `json:"load_workers"`
+	Partitions      int               `json:"partitions"`
+	Aggregates      int               `json:"aggregates"`
+	PayloadBytes    int               `json:"payload_bytes"`
+	RowsPerTx       int               `json:"rows_per_transaction"`
+	PostgreSQL      map[string]string `json:"postgresql_settings"`
+	Relay           string            `json:"relay"`
 }
 
 // defaults reports whether the sizes are the harness's defaults.
 func (s settingsInfo) defaults() bool {
-	return s.Events == 1_000_000 && s.Repeats == defaultRepeats && s.ModeEvents == 200_000 && s.PgoutputEvents == 500_000 && s.RateSeconds == 20 &&
+	return s.Events == 1_000_000 && s.Repeats == defaultRepeats && s.ModeEvents == 200_000 && s.PgoutputEvents == 500_000 && s.ConverterEvents == 200_000 && s.RateSeconds == 20 &&
 		joinInts(s.Rates) == defaultRates && s.Workers == 8 && s.Partitions == 4 &&
 		s.Aggregates == 10_000 && s.PayloadBytes == 200
 }
@@ -251,6 +253,7 @@ func writeMarkdown(w io.Writer, r *results) {
 		writePgoutput(w, r)
 	}
 	writeDatabases(w, r)
+	writeConverters(w, r)
 	if r.Error != "" {
 		fmt.Fprintf(w, "**Incomplete run:** %s\n\n", r.Error)
 	}

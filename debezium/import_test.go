@@ -1,13 +1,24 @@
 package debezium_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -89,12 +100,13 @@ func TestImportDebeziumGolden(t *testing.T) {
 	}
 }
 
-// TestImportDebeziumOutputLoads feeds each output to the loader `walrelay run
-// --config` uses: an unknown key or a bad value fails.
+// TestImportDebeziumOutputLoads feeds each output, the registry converters'
+// included, to the loader `walrelay run --config` uses: an unknown key or a bad
+// value fails.
 func TestImportDebeziumOutputLoads(t *testing.T) {
-	for _, name := range debeziumConfigs {
+	for _, name := range append(slices.Clone(debeziumConfigs), registryConfigs...) {
 		t.Run(name, func(t *testing.T) {
-			out := convertTestdata(t, name)
+			out := withTLSFiles(t, convertTestdata(t, name))
 			path := filepath.Join(t.TempDir(), "walrelay.yaml")
 			if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
 				t.Fatal(err)
@@ -114,7 +126,10 @@ func TestImportDebeziumOutputLoads(t *testing.T) {
 				}
 				s.Sinks.Kafka.Brokers = []string{"broker:9092"} // what the reminder asks for
 			}
-			if err := errors.Join(s.Relay.Validate(), s.Sinks.Validate()); err != nil {
+			// CheckedConfig is what `walrelay run --check` runs: every setting, the
+			// registry converters' (subject strategies against the shapes, the
+			// registry's URLs and credentials) included.
+			if _, err := s.CheckedConfig(slog.New(slog.DiscardHandler)); err != nil {
 				t.Errorf("walrelay run would refuse the output: %v", err)
 			}
 			if s.Relay.DatabaseURL == "" || s.Relay.Columns.AggregateID == "" && len(s.Relay.Tables) == 0 {
@@ -520,4 +535,50 @@ func TestImportByteBufferConverter(t *testing.T) {
 			})
 		}
 	}
+}
+
+// tlsFileLine is a schema-registry-tls-*-file line of an output.
+var tlsFileLine = regexp.MustCompile(`(?m)^(schema-registry-tls-(?:ca|cert|key)-file): .*$`)
+
+// withTLSFiles points the output's schema-registry-tls-* files, which name the
+// connector's paths, at files of this test's that hold what they would: a CA
+// certificate, and a client certificate with its key in one PEM file (as
+// Confluent's PEM keystore holds both), so that the registry client is built
+// from them as `walrelay run` would build it.
+func withTLSFiles(t *testing.T, out string) string {
+	t.Helper()
+	if !tlsFileLine.MatchString(out) {
+		return out
+	}
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "walrelay test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	files := map[string][]byte{"ca.pem": cert, "client.pem": append(cert, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})...)}
+	for f, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tlsFileLine.ReplaceAllStringFunc(out, func(line string) string {
+		setting, _, _ := strings.Cut(line, ":")
+		f := "client.pem"
+		if strings.HasSuffix(setting, "-ca-file") {
+			f = "ca.pem"
+		}
+		return setting + ": " + filepath.Join(dir, f)
+	})
 }

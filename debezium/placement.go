@@ -29,6 +29,8 @@ func (c *conversion) placeColumns() {
 			for _, g := range c.globals {
 				valueSchemas = valueSchemas || (g[0] == "value-converter-schemas-enable" && g[1] == "true")
 			}
+			// The registry converters register the envelope struct's schema, name and all.
+			valueSchemas = valueSchemas || valueConv == "avro" || valueConv == "protobuf" || valueConv == "json-schema"
 			// With schemas the envelope struct is named after the change event's value
 			// schema, topic.prefix.schema.table.Value (EventRouterDelegate.getSchemaName);
 			// database.server.name is topic.prefix before Debezium 2.

@@ -390,7 +390,24 @@ func (r *registry) strategy() {
 		r.differs(k, "walrelay names subjects by TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy, no other")
 		return
 	}
+	// Confluent's record-based strategies name the subject after the schema's
+	// record (RecordNameStrategy.getRecordName) and throw for a schema without one:
+	// Avro's and JSON Schema's only for the router's envelope struct, as walrelay
+	// refuses at start (docs/configuration.md, "Schema registry").
+	if s != "topic" && r.conv != "protobuf" && !r.recordNamed() {
+		r.differs(k, "Confluent's serializer names that subject after the "+r.side+"'s record and throws for a "+r.side+
+			" without one (\"the message "+r.side+" must only be a record schema\"), and this "+r.side+" is "+
+			map[string]string{"key": "the aggregate id, a string", "value": "the payload, which has none (only the router's envelope struct does)"}[r.side]+
+			"; walrelay refuses it at start: use TopicNameStrategy")
+		return
+	}
 	r.set(r.side+"-subject-name-strategy", s, k)
+}
+
+// recordNamed says whether the side's schema is a record for Avro and JSON Schema:
+// the value when the router places fields in its envelope, never the key.
+func (r *registry) recordNamed() bool {
+	return r.side == "value" && strings.Contains(r.c.opt("table.fields.additional.placement"), ":envelope")
 }
 
 // flags maps the boolean options onto walrelay's settings of the same meaning,

@@ -10,9 +10,8 @@ import (
 )
 
 // registryConfigs are the testdata configurations whose converters write through
-// a Schema Registry, each with a .golden file. Their output names the
-// schema-registry-* settings, so they join TestImportDebeziumOutputLoads once
-// settings/ defines them.
+// a Schema Registry, each with a .golden file; TestImportDebeziumOutputLoads
+// loads their output through settings too.
 var registryConfigs = []string{
 	"registry-avro.json",           // connector: AvroConverter, USER_INFO, record strategy, PEM TLS
 	"registry-protobuf.json",       // worker: ProtobufConverter both sides, static token, topic-record key
@@ -39,6 +38,9 @@ func TestImportRegistryGolden(t *testing.T) {
 			"schema-registry-auto-register: \"false\"\nschema-registry-use-latest-version: \"true\"\nschema-registry-normalize: \"true\"\n",
 			"# value.converter.basic.auth.user.info=***: not copied; put user:password in WALRELAY_SCHEMA_REGISTRY_BASIC_AUTH",
 			"# value.converter.connect.meta.data=true: the converter's default",
+			// The envelope struct is the record RecordNameStrategy names the subject after,
+			// and its name takes topic.prefix (EventRouterDelegate.getSchemaName).
+			"\ncolumn-envelope: type:eventType\n", "\ntopic-prefix: shop\n",
 			"# value.converter.schemas.cache.config=5000: changes no record"},
 		"registry-protobuf.json": {"key-converter: protobuf\nvalue-converter: protobuf\nschema-registry-url: https://sr.internal\n" +
 			"key-subject-name-strategy: topic-record\nvalue-subject-name-strategy: topic\n" +
@@ -47,11 +49,14 @@ func TestImportRegistryGolden(t *testing.T) {
 			// Kafka Connect configures the worker's converter with the worker's options only.
 			"# key.converter.schema.registry.url=http://ignored.internal:8081: no walrelay equivalent (Kafka Connect does not read it"},
 		"registry-jsonschema.yaml": {"key-converter: string\nvalue-converter: json-schema\nschema-registry-url: http://sr.internal:8081\n" +
-			"value-subject-name-strategy: topic-record\n",
+			"value-subject-name-strategy: topic-record\n", "\ntopic-prefix: app\n",
 			"the user and password in it are not copied; put user:password in WALRELAY_SCHEMA_REGISTRY_BASIC_AUTH"},
 		"registry-server.properties": {"key-converter: protobuf\nvalue-converter: avro\nschema-registry-url: http://sr.internal:8081\n" +
-			"key-subject-name-strategy: topic\nvalue-subject-name-strategy: record\n" +
-			"schema-registry-auto-register: \"false\"\nschema-registry-use-latest-version: \"true\"\n"},
+			"key-subject-name-strategy: topic\n" +
+			"schema-registry-auto-register: \"false\"\nschema-registry-use-latest-version: \"true\"\n",
+			// RecordNameStrategy.getRecordName throws for a schema without a record name.
+			"io.confluent.kafka.serializers.subject.RecordNameStrategy: differs from Debezium (Confluent's serializer names that subject " +
+				"after the value's record and throws for a value without one"},
 		// Apicurio's native API's Confluent-compatible neighbour; auto-register and
 		// find-latest are false unless set (Apicurio's SerdeConfig).
 		"registry-apicurio.properties": {"key-converter: json\nvalue-converter: avro\n" +
@@ -256,7 +261,9 @@ func TestImportRegistryPlatforms(t *testing.T) {
 		{"flags alone", bare, debezium.Options{Converters: flags("string", "protobuf")},
 			[]string{"value-converter: protobuf\n", "# value.converter.schema.registry.url: not set where io.confluent.connect.protobuf.ProtobufConverter is configured"}, 0},
 		{"flags over a worker", bare, debezium.Options{Converters: flags("", "json-schema"), Worker: worker},
-			[]string{"key-converter: string\nvalue-converter: json-schema\nschema-registry-url: http://sr:8081\nvalue-subject-name-strategy: record\n"}, 0},
+			// The worker's strategy is read, and refused: the value is the bare payload.
+			[]string{"key-converter: string\nvalue-converter: json-schema\nschema-registry-url: http://sr:8081\n",
+				"(the worker's properties)=io.confluent.kafka.serializers.subject.RecordNameStrategy: differs from Debezium"}, 1},
 		{"server avro", server + "debezium.format.value=avro\ndebezium.format.value.schema.registry.url=http://sr:8081\n", debezium.Options{},
 			[]string{"value-converter: avro\nschema-registry-url: http://sr:8081\n"}, 1},
 		{"server protobuf", server + "debezium.format.value=protobuf\ndebezium.format.schema.registry.url=http://sr:8081\n", debezium.Options{},

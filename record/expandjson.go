@@ -1,8 +1,6 @@
 package record
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
@@ -72,86 +70,10 @@ type node struct {
 var errNotExpandable = errors.New("payload does not expand")
 
 // parseTree reads the first JSON value of p as Jackson's ObjectMapper.readTree does;
-// what follows the value is not read.
+// what follows the value is not read (treeScanner, record/expandscan.go).
 func parseTree(p []byte) (*node, error) {
-	d := json.NewDecoder(bytes.NewReader(p))
-	d.UseNumber()
-	return parseNode(d)
-}
-
-func parseNode(d *json.Decoder) (*node, error) {
-	t, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch v := t.(type) {
-	case json.Delim:
-		switch v {
-		case '{':
-			n := &node{kind: kStruct}
-			for d.More() {
-				kt, err := d.Token()
-				if err != nil {
-					return nil, err
-				}
-				name, _ := kt.(string)
-				kid, err := parseNode(d)
-				if err != nil {
-					return nil, err
-				}
-				replaced := false
-				for i, have := range n.names {
-					if have == name {
-						n.kids[i], replaced = kid, true
-						break
-					}
-				}
-				if !replaced {
-					n.names = append(n.names, name)
-					n.kids = append(n.kids, kid)
-				}
-			}
-			_, err := d.Token()
-			return n, err
-		case '[':
-			n := &node{kind: kArray}
-			for d.More() {
-				kid, err := parseNode(d)
-				if err != nil {
-					return nil, err
-				}
-				n.kids = append(n.kids, kid)
-			}
-			_, err := d.Token()
-			return n, err
-		}
-	case string:
-		return &node{kind: kString, text: v}, nil
-	case bool:
-		return &node{kind: kBool, b: v}, nil
-	case nil:
-		return &node{kind: kBytes}, nil
-	case json.Number:
-		s := string(v)
-		if !strings.ContainsAny(s, ".eE") {
-			// Jackson's integer nodes: int, long, then BigInteger.
-			i, err := strconv.ParseInt(s, 10, 64)
-			switch {
-			case err != nil:
-				return &node{kind: kFloat64, big: true, text: s}, nil
-			case i >= math.MinInt32 && i <= math.MaxInt32:
-				return &node{kind: kInt32, text: s}, nil
-			default:
-				return &node{kind: kInt64, text: s}, nil
-			}
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsInf(f, 0) {
-			return nil, errNotExpandable
-		}
-		return &node{kind: kFloat64, f: f}, nil
-	}
-	return nil, errNotExpandable
+	s := treeScanner{p: p}
+	return s.value(0)
 }
 
 // schemaOf is JsonSchemaData.toConnectSchema: nil where the router drops the field.

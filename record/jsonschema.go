@@ -20,10 +20,13 @@ import (
 //     string with connect.type bytes (its value base64), a struct an object of
 //     properties, an array of items.
 //
-// Confluent writes the schema through a JSON library whose key order this does not
-// reproduce byte for byte: the registry compares JSON schemas as parsed documents,
-// so the same schema registers as the same id (docs/operations.md says what was
-// not tried against a real registry).
+// The text is byte for byte what Confluent registers: JsonSchema(Schema) parses
+// the everit schema's toString into a Jackson tree, which keeps the key order, and
+// canonicalString writes it compactly. everit's ToStringVisitor writes a schema's
+// own keyword first (type; oneOf after the rest), then title, then the
+// unprocessed properties (connect.*), then properties; an object's properties
+// come in the order of the java.util.HashMap everit's ObjectSchema.Builder keeps
+// them in (javaHashOrder), and an object without any has no properties key.
 
 const (
 	jsTextSchema  = `{"oneOf":[{"type":"null"},{"type":"string"}]}`
@@ -49,18 +52,28 @@ func jsonSchemaSchema(f *Format, value bool, e *outbox.Event) (text, fullName st
 	b := make([]byte, 0, 256)
 	b = append(b, `{"type":"object","title":`...)
 	b = appendJSONString(b, name)
-	b = append(b, `,"properties":{"payload":`...)
-	if expanded {
-		b = appendJSSchema(b, s, f.ExpandJSON.PayloadColumn, true, 0)
-	} else {
-		b = append(b, jsPayloadSchema(e, 0)...)
-	}
+	b = append(b, `,"properties":{`...)
+	names := make([]string, 1+len(e.Envelope))
+	names[0] = "payload"
 	for i, fl := range e.Envelope {
-		b = append(b, ',')
-		b = appendJSONString(b, fl.Key)
-		b = append(b, `:{"oneOf":[{"type":"null"},{"type":"string"}],"connect.index":`...)
-		b = strconv.AppendInt(b, int64(i+1), 10)
-		b = append(b, '}')
+		names[i+1] = fl.Key
+	}
+	for n, i := range javaHashOrder(names) {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, names[i])
+		b = append(b, ':')
+		switch {
+		case i > 0:
+			b = append(b, `{"connect.index":`...)
+			b = strconv.AppendInt(b, int64(i), 10)
+			b = append(b, `,"oneOf":[{"type":"null"},{"type":"string"}]}`...)
+		case expanded:
+			b = appendJSSchema(b, s, f.ExpandJSON.PayloadColumn, true, 0)
+		default:
+			b = append(b, jsPayloadSchema(e, 0)...)
+		}
 	}
 	b = append(b, "}}"...)
 	return string(b), name
@@ -79,12 +92,18 @@ func jsPayloadSchema(e *outbox.Event, index int) string {
 	if index < 0 {
 		return s
 	}
-	return s[:len(s)-1] + `,"connect.index":` + strconv.Itoa(index) + "}"
+	return `{"connect.index":` + strconv.Itoa(index) + "," + s[1:]
 }
 
 // appendJSSchema writes an inferred (optional) schema; index as jsPayloadSchema's.
 func appendJSSchema(b []byte, s *schema, path string, named bool, index int) []byte {
-	b = append(b, `{"oneOf":[{"type":"null"},`...)
+	b = append(b, '{')
+	if index >= 0 {
+		b = append(b, `"connect.index":`...)
+		b = strconv.AppendInt(b, int64(index), 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"oneOf":[{"type":"null"},`...)
 	switch s.kind {
 	case kString:
 		b = append(b, `{"type":"string"}`...)
@@ -112,27 +131,31 @@ func appendJSSchema(b []byte, s *schema, path string, named bool, index int) []b
 			b = append(b, `,"title":`...)
 			b = appendJSONString(b, path)
 		}
-		b = append(b, `,"properties":{`...)
 		prefix := ""
 		if named && !blank([]byte(path)) {
 			prefix = path + "."
 		}
+		names := make([]string, len(s.fields))
 		for i, fl := range s.fields {
-			if i > 0 {
+			names[i] = fl.name
+		}
+		for n, i := range javaHashOrder(names) {
+			if n == 0 {
+				b = append(b, `,"properties":{`...)
+			} else {
 				b = append(b, ',')
 			}
+			fl := s.fields[i]
 			b = appendJSONString(b, fl.name)
 			b = append(b, ':')
 			b = appendJSSchema(b, fl.s, prefix+fl.name, true, i)
 		}
-		b = append(b, "}}"...)
+		if len(s.fields) > 0 {
+			b = append(b, '}')
+		}
+		b = append(b, '}')
 	}
-	b = append(b, ']')
-	if index >= 0 {
-		b = append(b, `,"connect.index":`...)
-		b = strconv.AppendInt(b, int64(index), 10)
-	}
-	return append(b, '}')
+	return append(b, "]}"...)
 }
 
 // appendJSONSchema appends the JSON of e's key or value: what the JSON converter

@@ -299,8 +299,10 @@ func (f *Format) expansionOf(e *outbox.Event) *expansion {
 	if x := f.Schemas.expansion.Load(); x != nil && bytes.Equal(x.payload, e.Payload) {
 		return x
 	}
+	prev := f.Schemas.expansion.Load()
 	n, s, ok := f.expanded(e)
 	x := &expansion{payload: bytes.Clone(e.Payload), n: n, s: s, ok: ok}
+	x.inherit(prev)
 	f.Schemas.expansion.Store(x)
 	return x
 }

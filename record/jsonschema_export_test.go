@@ -1,0 +1,4 @@
+package record
+
+// JavaHashOrder is javaHashOrder, for the external tests.
+var JavaHashOrder = javaHashOrder
