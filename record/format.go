@@ -62,7 +62,7 @@ func (f Format) Validate() error {
 				"set "+c.side+"-converter: json or leave "+c.side+"-converter-schemas-enable false"))
 		}
 	}
-	if err := f.Native.Validate(f.ValueConverter); err != nil {
+	if err := f.Native.validate(&f); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -50,12 +50,16 @@ const DefaultNativeSubject = "{topic}-value"
 // has no {topic}.
 var nativePlaceholders = []string{"{topic}", "{event_type}", "{aggregate_type}"}
 
-// Validate checks the templates; c is the value converter.
-func (n NativePayload) Validate(c Converter) error {
+// validate checks the templates and what f writes beside them.
+func (n NativePayload) validate(f *Format) error {
 	if !n.Enabled {
 		return nil
 	}
+	c := f.ValueConverter
 	var errs []error
+	if f.ExpandJSON.Enabled {
+		errs = append(errs, errors.New("native-payload and expand-json-payload: a native payload is bytes, never expanded; set one of them"))
+	}
 	if c != Avro && c != Protobuf {
 		errs = append(errs, fmt.Errorf("native-payload needs value-converter avro or protobuf (the payload's encoding), "+
 			"and it is %s; set value-converter to the encoding the service writes", c))
@@ -185,7 +189,7 @@ func (f *Format) nativeNeeds(e *outbox.Event, dst []SchemaNeed) ([]SchemaNeed, e
 		if f.ValueConverter == Protobuf {
 			typ = SchemaProtobuf
 		}
-		return append(dst, SchemaNeed{Subject: subject, Type: typ, Value: true, Native: true, ID: id}), nil
+		return append(dst, SchemaNeed{Subject: subject, Schema: string(key), Type: typ, Value: true, Native: true, ID: id}), nil
 	}
 	var mb [128]byte
 	if _, _, err := ns.classify(e.Payload, f.nativeMessageName(e, mb[:0])); err != nil {

@@ -93,8 +93,9 @@ type SchemaNeed struct {
 	Schema  string
 	Value   bool // the value's schema, not the key's
 	// Native: the schema a native payload was written with, fetched from the
-	// registry (NativeRegistry) rather than registered; Schema is empty. ID, when
-	// set, is its id, and Subject is empty.
+	// registry (NativeRegistry) rather than registered; Schema is then where it is
+	// found, the subject or # and its id. ID, when set, is its id, and Subject is
+	// empty.
 	Native bool
 	ID     int32
 }
@@ -129,6 +130,15 @@ func (s *Schemas) ID(subject, schema string) (int32, bool) {
 	id, ok := s.ids[schemaKey{subject, schema}]
 	s.mu.RUnlock()
 	return id, ok
+}
+
+// Cached reports whether need's id (or native schema) is cached.
+func (s *Schemas) Cached(need SchemaNeed) bool {
+	if need.Native {
+		return s.native([]byte(need.Schema)) != nil
+	}
+	_, ok := s.ID(need.Subject, need.Schema)
+	return ok
 }
 
 // Store caches the id of schema under subject.
