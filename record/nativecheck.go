@@ -99,10 +99,10 @@ func walkAvro(s avro.Schema, p []byte, depth int) ([]byte, error) {
 			}
 			return walkAvro(s.Values(), p, depth+1)
 		})
+	case *avro.NullSchema:
+		return p, nil
 	case *avro.PrimitiveSchema:
 		switch s.Type() {
-		case avro.Null:
-			return p, nil
 		case avro.Boolean:
 			if len(p) < 1 {
 				return nil, errAvroShort
