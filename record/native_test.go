@@ -353,9 +353,9 @@ func TestNativeRefused(t *testing.T) {
 	need := record.SchemaNeed{Subject: "s", Schema: "s", Type: record.SchemaProtobuf, Native: true, Value: true}
 	s := &record.Schemas{}
 	for fs, want := range map[record.FetchedSchema]string{
-		{ID: 1, Type: record.SchemaAvro, Text: nativeAvroSchema}:                   "is AVRO and value-converter needs PROTOBUF",
+		{ID: 1, Type: record.SchemaAvro, Text: nativeAvroSchema}:                     "is AVRO and value-converter needs PROTOBUF",
 		{ID: 1, Type: record.SchemaProtobuf, Text: nativeProtoSchema, References: 1}: "references",
-		{ID: 1, Type: record.SchemaProtobuf, Text: "message {"}:                     "does not compile",
+		{ID: 1, Type: record.SchemaProtobuf, Text: "message {"}:                      "does not compile",
 	} {
 		var refused *record.RefusedError
 		if err := s.StoreNative(need, fs); !errors.As(err, &refused) || !strings.Contains(err.Error(), want) {
