@@ -40,6 +40,47 @@ type NativePayload struct {
 	// MessageHeader, when set, is the key of a header placed from a column holding
 	// the Protobuf message's full name; it wins over Message.
 	MessageHeader string
+	// Framed is whether the service frames payloads itself: detected per
+	// payload (nativeschema.go, classify), never or always.
+	Framed Framing
+}
+
+// Framing is whether native payloads come framed by a registry serializer.
+type Framing uint8
+
+const (
+	// FramedDetect takes a payload for framed when its first bytes are the
+	// magic byte and the schema's id and the rest is well formed; one that reads
+	// both ways is refused.
+	FramedDetect Framing = iota
+	// FramedNever frames every payload, whatever its first bytes.
+	FramedNever
+	// FramedAlways passes every payload as it is, and refuses one not framed
+	// with the schema's id.
+	FramedAlways
+)
+
+// ParseFraming reads detect, never or always.
+func ParseFraming(s string) (Framing, error) {
+	switch s {
+	case "", "detect":
+		return FramedDetect, nil
+	case "never":
+		return FramedNever, nil
+	case "always":
+		return FramedAlways, nil
+	}
+	return 0, fmt.Errorf("native-payload-framed %q is not detect, never or always", s)
+}
+
+func (m Framing) String() string {
+	switch m {
+	case FramedNever:
+		return "never"
+	case FramedAlways:
+		return "always"
+	}
+	return "detect"
 }
 
 // DefaultNativeSubject is the subject template when none is set: the topic
@@ -192,7 +233,7 @@ func (f *Format) nativeNeeds(e *outbox.Event, dst []SchemaNeed) ([]SchemaNeed, e
 		return append(dst, SchemaNeed{Subject: subject, Schema: string(key), Type: typ, Value: true, Native: true, ID: id}), nil
 	}
 	var mb [128]byte
-	if _, _, err := ns.classify(e.Payload, f.nativeMessageName(e, mb[:0])); err != nil {
+	if _, _, err := ns.classify(e.Payload, f.nativeMessageName(e, mb[:0]), f.Native.Framed); err != nil {
 		return dst, &UnwritableError{Err: err}
 	}
 	return dst, nil
@@ -220,7 +261,7 @@ func (f *Format) nativeValue(e *outbox.Event) []byte {
 	if ns == nil {
 		return f.unframed(e)
 	}
-	pre, indexes, err := ns.classify(e.Payload, f.nativeMessageName(e, mb[:0]))
+	pre, indexes, err := ns.classify(e.Payload, f.nativeMessageName(e, mb[:0]), f.Native.Framed)
 	if err != nil {
 		return f.unframed(e)
 	}

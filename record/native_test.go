@@ -369,3 +369,43 @@ func TestNativeRefused(t *testing.T) {
 		t.Fatalf("jsonb payload: %v", err)
 	}
 }
+
+// native-payload-framed settles what detection refuses: never frames a payload
+// that reads both ways, always passes it as it is and refuses a raw one.
+func TestNativeFramingSettled(t *testing.T) {
+	fs := record.FetchedSchema{ID: 8, Type: record.SchemaAvro, Text: nativeAvroSchema}
+	ambiguous := []byte{0, 0, 0, 0, 8, 2, 4, 6, 8, 0, 0}
+	raw := avroBytes(t, placed{A: 1})
+	for _, c := range []struct {
+		mode    record.Framing
+		payload []byte
+		want    []byte
+		refused string
+	}{
+		{record.FramedNever, ambiguous, append([]byte{0, 0, 0, 0, 8}, ambiguous...), ""},
+		{record.FramedNever, raw, append([]byte{0, 0, 0, 0, 8}, raw...), ""},
+		{record.FramedAlways, ambiguous, ambiguous, ""},
+		{record.FramedAlways, raw, nil, "native-payload-framed is always"},
+		{record.FramedAlways, []byte{0, 0, 0, 0, 8, 0xff}, nil, "framed, but not Avro binary"},
+	} {
+		e := nativeEvent(c.payload)
+		f := nativeFormat(t, record.Avro, record.NativePayload{Framed: c.mode}, fs, e)
+		_, err := f.Needs(e, nil)
+		if c.refused != "" {
+			if err == nil || !strings.Contains(err.Error(), c.refused) {
+				t.Errorf("%s % x: %v, want a refusal with %q", c.mode, c.payload, err, c.refused)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s % x: %v", c.mode, c.payload, err)
+			continue
+		}
+		if v, _ := f.Value(e); !bytes.Equal(v, c.want) {
+			t.Errorf("%s % x: value % x, want % x", c.mode, c.payload, v, c.want)
+		}
+	}
+	if m, err := record.ParseFraming("sometimes"); err == nil {
+		t.Errorf("ParseFraming(sometimes) = %v", m)
+	}
+}

@@ -208,9 +208,10 @@ func (ns *nativeSchema) messageAt(path []int64) protoreflect.MessageDescriptor {
 // this schema's id, and the rest is well formed for the schema (for Protobuf,
 // behind message indexes naming one of its messages). A raw Avro payload can
 // begin so by chance; when it is also well formed read whole, which way to take
-// it is a guess, and it is refused rather than guessed. A raw Protobuf message
-// never begins with 0 (field number 0 does not exist).
-func (ns *nativeSchema) classify(p, message []byte) (pre bool, indexes []byte, err error) {
+// it is a guess, and it is refused rather than guessed (native-payload-framed
+// never or always settles it). A raw Protobuf message never begins with 0
+// (field number 0 does not exist).
+func (ns *nativeSchema) classify(p, message []byte, mode Framing) (pre bool, indexes []byte, err error) {
 	var want *nativeMessage
 	if ns.avro == nil {
 		name := ns.first
@@ -225,6 +226,19 @@ func (ns *nativeSchema) classify(p, message []byte) (pre bool, indexes []byte, e
 		want = &m
 	}
 	looksFramed := len(p) >= 5 && p[0] == 0 && binary.BigEndian.Uint32(p[1:5]) == uint32(ns.id)
+	if mode == FramedAlways {
+		if !looksFramed {
+			return false, nil, fmt.Errorf("native payload: native-payload-framed is always, and the payload does not begin "+
+				"with the magic byte 0 and the id %d of the schema of %s", ns.id, ns.label)
+		}
+		if err := ns.checkFramed(p[5:], want); err != nil {
+			return false, nil, fmt.Errorf("native payload: framed, but not %s of the schema of %s: %w", ns.kind(want), ns.label, err)
+		}
+		return true, nil, nil
+	}
+	if mode == FramedNever {
+		looksFramed = false
+	}
 	var rawErr error
 	if want == nil {
 		rawErr = checkAvroBytes(ns.avro, p)

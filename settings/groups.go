@@ -24,7 +24,7 @@ var Groups = []Group{
 		"value-converter", "value-converter-schemas-enable", "expand-json-payload", "expand-json-payload-empty-arrays",
 		"expand-json-payload-nulls", "tombstone-on-empty-payload"}, prefix: "topic-"},
 	{Title: "Schema registry (key-converter, value-converter avro, protobuf, json-schema)",
-		names: []string{"key-subject-name-strategy", "value-subject-name-strategy", "native-payload", "native-payload-subject",
+		names: []string{"key-subject-name-strategy", "value-subject-name-strategy", "native-payload", "native-payload-framed", "native-payload-subject",
 			"native-payload-id-header", "native-payload-message", "native-payload-message-header"}, prefix: "schema-registry-"},
 	{Title: "Kafka (--sink kafka)", prefix: "kafka-"},
 	{Title: "NATS JetStream (--sink nats)", prefix: "nats-"},

@@ -247,6 +247,11 @@ func New() *Settings {
 			"service: walrelay checks it against the registry's schema and frames it, never re-encodes it; a payload already framed " +
 			"with that schema's id passes as it is", def: "false", kind: kindBool,
 			set: func(v string) error { return parseBool(v, &b.Format.Native.Enabled) }},
+		{name: "native-payload-framed", usage: "native-payload: whether the service frames payloads itself with a registry serializer: " +
+			"detect (a payload beginning with 0 and the schema's id, the rest well formed, passes as it is; one that reads both ways " +
+			"is a dead letter), never (frame every payload) or always (pass every payload as it is, a dead letter unless framed with " +
+			"the schema's id)", def: "detect",
+			set: func(v string) (err error) { b.Format.Native.Framed, err = record.ParseFraming(v); return err }},
 		str("native-payload-subject", "native-payload: the subject whose latest version is the payload's schema, a template with "+
 			"{topic}, {event_type} and {aggregate_type} (default {topic}-value)", &b.Format.Native.Subject),
 		str("native-payload-id-header", "native-payload: a header placed from a column (column-headers) that holds the schema's id; "+

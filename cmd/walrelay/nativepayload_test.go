@@ -283,3 +283,28 @@ func TestNativePayloadProtobufEndToEnd(t *testing.T) {
 	}
 	n.relay.stop(15 * time.Second)
 }
+
+// native-payload's settings are checked at start, exit 2, naming what to set.
+func TestNativePayloadSettingsRefused(t *testing.T) {
+	t.Parallel()
+	env := relayEnv("postgres://relay@127.0.0.1:1/none", []string{"127.0.0.1:1"})
+	reg := []string{"--schema-registry-url", "http://127.0.0.1:1", "--native-payload"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"--value-converter", "json"}, reg...), "native-payload needs value-converter avro or protobuf"},
+		{append([]string{"--value-converter", "avro", "--native-payload-subject", "{table}-value"}, reg...), "it may name {topic}"},
+		{append([]string{"--value-converter", "avro", "--native-payload-message", "shop.Placed"}, reg...),
+			"leave them empty with value-converter avro"},
+		{append([]string{"--value-converter", "avro", "--expand-json-payload"}, reg...), "native-payload and expand-json-payload"},
+		{append([]string{"--value-converter", "protobuf", "--value-subject-name-strategy", "record"}, reg...),
+			"leave value-subject-name-strategy topic"},
+		{append([]string{"--value-converter", "avro", "--native-payload-framed", "sometimes"}, reg...), "not detect, never or always"},
+	} {
+		res := run(t, 30*time.Second, env, append([]string{"run"}, tc.args...)...)
+		if res.code != 2 || !strings.Contains(res.stderr, tc.want) {
+			t.Errorf("run %v: exit %d, want 2 with %q\n%s", tc.args, res.code, tc.want, res.stderr)
+		}
+	}
+}
