@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	be "encoding/binary"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -37,14 +38,14 @@ func startNative(t *testing.T, reg *testregistry.Registry, extra ...string) *nat
 	dbURL := testenv.Database(t)
 	kafka := testenv.Kafka(t)
 	execSQL(t, dbURL, nativeTable)
-	slot := slotName(t, "")
-	env := relayEnv(dbURL, kafka.ListenAddrs(), append([]string{"WALRELAY_TABLE=native_outbox",
+	slot, admin := slotName(t, ""), testenv.FreeAddr(t)
+	env := relayEnv(dbURL, kafka.ListenAddrs(), append([]string{"WALRELAY_TABLE=native_outbox", "WALRELAY_METRICS_ADDR=" + admin,
 		"WALRELAY_SLOT=" + slot, "WALRELAY_PUBLICATION=" + slot, "WALRELAY_SCHEMA_REGISTRY_URL=" + reg.URL(),
 		"WALRELAY_NATIVE_PAYLOAD=true", "WALRELAY_COLUMN_HEADERS=msg"}, extra...)...)
 	if res := run(t, time.Minute, env, "migrate"); res.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
-	r := &registryRun{t: t, reg: reg, conn: testenv.Connect(t, dbURL), slot: slot}
+	r := &registryRun{t: t, reg: reg, conn: testenv.Connect(t, dbURL), slot: slot, admin: admin, env: env}
 	r.relay = startProc(t, "relay", env, "run")
 	waitStreaming(t, r.conn, slot, r.relay)
 	return &nativeRun{registryRun: r, consumer: testenv.NewConsumer(t, kafka.ListenAddrs(), `outbox\.event\..*`)}
@@ -73,6 +74,16 @@ func (n *nativeRun) deadLetter(id string) string {
 		return n.conn.QueryRow(context.Background(), "SELECT last_error FROM native_outbox_dead_letters WHERE id = $1", id).Scan(&reason) == nil
 	})
 	return reason
+}
+
+// deadLetters counts native_outbox's dead letters.
+func (n *nativeRun) deadLetters() int {
+	n.t.Helper()
+	var c int
+	if err := n.conn.QueryRow(context.Background(), "SELECT count(*) FROM native_outbox_dead_letters").Scan(&c); err != nil {
+		n.t.Fatal(err)
+	}
+	return c
 }
 
 // records waits for the events and returns their records by id.
@@ -109,7 +120,9 @@ type orderPlaced struct {
 // and decode with hamba/avro against the schema that id names in the registry; a
 // payload a serializer framed already arrives byte for byte; bytes that are not
 // the schema's Avro, and a subject the registry lacks, are dead letters with
-// their reason; the subject's schema is fetched once, not per event.
+// their reason; the subject's schema is fetched once, not per event; while the
+// registry does not answer an event whose schema is not cached is held, not
+// dead-lettered, and once cached events go on through an outage.
 func TestNativePayloadAvroEndToEnd(t *testing.T) {
 	t.Parallel()
 	reg := testregistry.Start()
@@ -129,7 +142,18 @@ func TestNativePayloadAvroEndToEnd(t *testing.T) {
 	ins := func(eventType string, p []byte) string {
 		return n.insert("native_outbox", "aggregate_id, event_type, payload", "a", eventType, p)
 	}
-	good := map[string]orderPlaced{ins("placed", raw1): {"o-1", 1250}, ins("placed", raw2): {"o-2", 99}}
+	// The registry is down before the first event: it is held, /readyz says why.
+	reg.SetDown(true)
+	first := ins("placed", raw1)
+	testenv.WaitFor(t, 30*time.Second, "/readyz 503 naming the schema registry", func() bool {
+		code, body := n.get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "shop.placed")
+	})
+	if n.consumer.Count(first) != 0 || n.deadLetters() != 0 {
+		t.Fatal("an event whose schema could not be fetched was published or dead-lettered")
+	}
+	reg.SetDown(false)
+	good := map[string]orderPlaced{first: {"o-1", 1250}, ins("placed", raw2): {"o-2", 99}}
 	pre := ins("placed", framed)
 	bad := ins("placed", []byte{0x0a, 'o', '-', '4'}) // a string of 5 bytes with 3, no cents
 	missing := ins("shipped", raw1)
@@ -155,8 +179,13 @@ func TestNativePayloadAvroEndToEnd(t *testing.T) {
 	if n.consumer.Count(bad)+n.consumer.Count(missing) != 0 {
 		t.Errorf("dead-lettered events were published too")
 	}
+	// Cached: the stream goes on through an outage.
+	reg.SetDown(true)
+	during := ins("placed", raw2)
+	n.records(during)
+	reg.SetDown(false)
 	if c := reg.Calls("GET /subjects/{subject}/versions/latest"); c != 2 {
-		t.Errorf("%d fetches of a latest version, want 2: shop.placed once for 4 events, shop.shipped once", c)
+		t.Errorf("%d fetches of a latest version, want 2: shop.placed once for 5 events, shop.shipped once", c)
 	}
 	n.relay.stop(15 * time.Second)
 }
