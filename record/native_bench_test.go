@@ -103,3 +103,28 @@ func BenchmarkNativeProtobufFullDecode(b *testing.B) {
 		}
 	}
 }
+
+// benchNativeNeeds is the check alone, as the relay runs it per event (Needs),
+// with a topic that costs nothing, as the relay's rendered-topic cache.
+func benchNativeNeeds(b *testing.B, f record.Format, e *outbox.Event) {
+	f.Schemas.Topic = func(*outbox.Event) string { return "outbox.order" }
+	b.ReportAllocs()
+	b.SetBytes(int64(len(e.Payload)))
+	var needs []record.SchemaNeed
+	for b.Loop() {
+		var err error
+		if needs, err = f.Needs(e, needs[:0]); err != nil || len(needs) != 0 {
+			b.Fatal(needs, err)
+		}
+	}
+}
+
+func BenchmarkNativeAvroCheck(b *testing.B) {
+	f, e := nativeAvroBench(b)
+	benchNativeNeeds(b, f, e)
+}
+
+func BenchmarkNativeProtobufCheck(b *testing.B) {
+	f, e, _ := nativeProtoBench(b)
+	benchNativeNeeds(b, f, e)
+}

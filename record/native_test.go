@@ -409,3 +409,34 @@ func TestNativeFramingSettled(t *testing.T) {
 		t.Errorf("ParseFraming(sometimes) = %v", m)
 	}
 }
+
+// The check runs on the stream's goroutine for every event: it allocates
+// nothing once the schema is cached (docs/configuration.md, "Native payloads").
+func TestNativeCheckAllocatesNothing(t *testing.T) {
+	fd := compileProto(t, nativeProtoSchema)
+	pp := protoPayload(t, fd, "Placed", func(m *dynamicpb.Message) {
+		m.Set(m.Descriptor().Fields().ByName("order_id"), protoreflect.ValueOfString("o-1"))
+	})
+	pe := nativeEvent(pp)
+	pf := nativeFormat(t, record.Protobuf, record.NativePayload{Message: "shop.{event_type}"},
+		record.FetchedSchema{ID: 3, Type: record.SchemaProtobuf, Text: nativeProtoSchema}, pe)
+	pe.EventType = "Placed"
+	ae := nativeEvent(avroBytes(t, placed{A: 1, Items: []int64{2, 3}}))
+	af := nativeFormat(t, record.Avro, record.NativePayload{},
+		record.FetchedSchema{ID: 3, Type: record.SchemaAvro, Text: nativeAvroSchema}, ae)
+	for name, c := range map[string]struct {
+		f record.Format
+		e *outbox.Event
+	}{"avro": {af, ae}, "protobuf": {pf, pe}} {
+		c.f.Schemas.Topic = func(*outbox.Event) string { return "outbox.order" }
+		needs := make([]record.SchemaNeed, 0, 2)
+		if n := testing.AllocsPerRun(100, func() {
+			var err error
+			if needs, err = c.f.Needs(c.e, needs[:0]); err != nil || len(needs) != 0 {
+				t.Fatal(needs, err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: Needs allocates %.0f times per event", name, n)
+		}
+	}
+}

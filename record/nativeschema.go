@@ -22,7 +22,7 @@ type nativeSchema struct {
 	// Protobuf: the messages by full name, with their Confluent message
 	// indexes, and the first one's name.
 	file     protoreflect.FileDescriptor
-	messages map[string]nativeMessage
+	messages map[string]*nativeMessage
 	first    string
 	names    []string
 }
@@ -116,7 +116,7 @@ func (ns *nativeSchema) parseProto(text string) error {
 		return err
 	}
 	ns.file = files[0]
-	ns.messages = make(map[string]nativeMessage)
+	ns.messages = make(map[string]*nativeMessage)
 	var walk func(ms protoreflect.MessageDescriptors, path []int)
 	walk = func(ms protoreflect.MessageDescriptors, path []int) {
 		for i := 0; i < ms.Len(); i++ {
@@ -126,7 +126,7 @@ func (ns *nativeSchema) parseProto(text string) error {
 			}
 			p := append(path[:len(path):len(path)], i)
 			name := string(md.FullName())
-			ns.messages[name] = nativeMessage{desc: md, indexes: appendIndexes(nil, p)}
+			ns.messages[name] = &nativeMessage{desc: md, indexes: appendIndexes(nil, p)}
 			ns.names = append(ns.names, name)
 			if ns.first == "" {
 				ns.first = name
@@ -214,16 +214,12 @@ func (ns *nativeSchema) messageAt(path []int64) protoreflect.MessageDescriptor {
 func (ns *nativeSchema) classify(p, message []byte, mode Framing) (pre bool, indexes []byte, err error) {
 	var want *nativeMessage
 	if ns.avro == nil {
-		name := ns.first
-		if len(message) > 0 {
-			name = string(message)
-		}
-		m, ok := ns.messages[name]
-		if !ok {
+		if len(message) == 0 {
+			want = ns.messages[ns.first]
+		} else if want = ns.messages[string(message)]; want == nil {
 			return false, nil, fmt.Errorf("native payload: message %s is not in the Protobuf schema of %s, which declares %s",
-				name, ns.label, strings.Join(ns.names, ", "))
+				string(message), ns.label, strings.Join(ns.names, ", "))
 		}
-		want = &m
 	}
 	looksFramed := len(p) >= 5 && p[0] == 0 && binary.BigEndian.Uint32(p[1:5]) == uint32(ns.id)
 	if mode == FramedAlways {
