@@ -173,29 +173,28 @@ func header(e *outbox.Event, key string) (string, bool) {
 	return "", false
 }
 
-// nativeRef is where e's payload schema is found: a subject, or an id (> 0). key
-// is the cache's key for it, held in buf.
-func (f *Format) nativeRef(e *outbox.Event, buf []byte) (subject string, id int32, key []byte, err error) {
+// nativeRef is where e's payload schema is found: key, appended to buf, is the
+// subject, or # and the id when a header names it (id > 0); it is the cache's key.
+func (f *Format) nativeRef(e *outbox.Event, buf []byte) (id int32, key []byte, err error) {
 	n := f.Native
 	if n.IDHeader != "" {
 		v, ok := header(e, n.IDHeader)
 		if !ok {
-			return "", 0, buf, fmt.Errorf("native payload: the event has no %s header with its schema id "+
+			return 0, buf, fmt.Errorf("native payload: the event has no %s header with its schema id "+
 				"(native-payload-id-header); place the id's column with column-headers", n.IDHeader)
 		}
 		i, perr := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if perr != nil || i <= 0 {
-			return "", 0, buf, fmt.Errorf("native payload: header %s is %q, not a schema id (a positive integer)", n.IDHeader, v)
+			return 0, buf, fmt.Errorf("native payload: header %s is %q, not a schema id (a positive integer)", n.IDHeader, v)
 		}
 		buf = strconv.AppendInt(append(buf, '#'), i, 10)
-		return "", int32(i), buf, nil
+		return int32(i), buf, nil
 	}
 	t := n.Subject
 	if t == "" {
 		t = DefaultNativeSubject
 	}
-	buf = render(buf, t, e, f.Schemas.Topic)
-	return "", 0, buf, nil
+	return 0, render(buf, t, e, f.Schemas.Topic), nil
 }
 
 // nativeMessageName is the Protobuf message e's payload is, "" for the schema's
@@ -217,12 +216,13 @@ func (f *Format) nativeNeeds(e *outbox.Event, dst []SchemaNeed) ([]SchemaNeed, e
 			"native-payload reads Avro or Protobuf bytes from a bytea payload column", payloadTypeName(e))}
 	}
 	var kb [128]byte
-	subject, id, key, err := f.nativeRef(e, kb[:0])
+	id, key, err := f.nativeRef(e, kb[:0])
 	if err != nil {
 		return dst, &UnwritableError{Err: err}
 	}
 	ns := f.Schemas.native(key)
 	if ns == nil {
+		var subject string
 		if id == 0 {
 			subject = string(key)
 		}
@@ -254,7 +254,7 @@ func (f *Format) nativeValue(e *outbox.Event) []byte {
 	var kb, mb [128]byte
 	var ns *nativeSchema
 	if f.Schemas != nil {
-		if _, _, key, err := f.nativeRef(e, kb[:0]); err == nil {
+		if _, key, err := f.nativeRef(e, kb[:0]); err == nil {
 			ns = f.Schemas.native(key)
 		}
 	}

@@ -440,3 +440,22 @@ func TestNativeCheckAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// proto2: a message without a required field is refused, as a decoder refuses
+// it; a field number past the largest valid one too.
+func TestNativeProto2Required(t *testing.T) {
+	fs := record.FetchedSchema{ID: 4, Type: record.SchemaProtobuf, Text: nativeProto2Schema}
+	for payload, want := range map[string]string{
+		"\x10\x05":                  "required field id is missing",
+		"\x0a\x01x\x1a\x00":         "legacy.Order.Line: required field qty is missing",
+		"\xd5\xd5\xd5\xd5\x30":      "field number",
+		"\x0a\x01x\x1a\x02\x08\x01": "",
+	} {
+		e := nativeEvent([]byte(payload))
+		f := nativeFormat(t, record.Protobuf, record.NativePayload{}, fs, e)
+		_, err := f.Needs(e, nil)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("% x: %v, want %q", payload, err, want)
+		}
+	}
+}

@@ -19,7 +19,7 @@ import (
 // and the bytes end where the schema does. Protobuf: well formed wire format,
 // each known field in its declared wire type (packed lists as bytes), nested
 // messages checked alike, proto3 strings valid UTF-8; unknown fields are allowed,
-// as a decoder keeps them. What neither checks: that values mean what the
+// as a decoder keeps them, proto2's required fields present. What neither checks: that values mean what the
 // consumer expects (a field written under another number of the same type).
 
 // maxNativeDepth bounds nesting (recursive schemas), as decoders do.
@@ -206,15 +206,32 @@ func walkProto(md protoreflect.MessageDescriptor, p []byte, depth int) error {
 	}
 	utf8Strings := md.ParentFile().Syntax() == protoreflect.Proto3
 	fields := md.Fields()
+	// proto2's required fields must be there, or a decoder refuses the message:
+	// a bit each, for the first 64. (proto3 has none; asking costs an allocation.)
+	var required protoreflect.FieldNumbers
+	nreq := 0
+	if !utf8Strings {
+		required = md.RequiredNumbers()
+		nreq = min(required.Len(), 64)
+	}
+	var seen uint64
 	for len(p) > 0 {
 		num, typ, n := protowire.ConsumeTag(p)
 		if n < 0 {
 			return fmt.Errorf("%s: %w", md.FullName(), protowire.ParseError(n))
 		}
+		if num > protowire.MaxValidNumber {
+			return fmt.Errorf("%s: field number %d out of range", md.FullName(), num)
+		}
 		p = p[n:]
 		m := protowire.ConsumeFieldValue(num, typ, p)
 		if m < 0 {
 			return fmt.Errorf("%s field %d: %w", md.FullName(), num, protowire.ParseError(m))
+		}
+		for i := 0; i < nreq; i++ {
+			if required.Get(i) == num {
+				seen |= 1 << i
+			}
 		}
 		if fd := fields.ByNumber(num); fd != nil {
 			if err := checkProtoField(fd, typ, p[:m], utf8Strings, depth); err != nil {
@@ -222,6 +239,11 @@ func walkProto(md protoreflect.MessageDescriptor, p []byte, depth int) error {
 			}
 		}
 		p = p[m:]
+	}
+	for i := 0; i < nreq; i++ {
+		if seen&(1<<i) == 0 {
+			return fmt.Errorf("%s: required field %s is missing", md.FullName(), fields.ByNumber(required.Get(i)).Name())
+		}
 	}
 	return nil
 }
