@@ -210,7 +210,7 @@ message Cancelled { string order_id = 1; string reason = 2; }
 // as Confluent's deserializer reads them, and decodes with dynamicpb against
 // the registry's schema compiled by protocompile; a payload framed already
 // arrives as it was; a message the schema lacks and bytes that are not the
-// message are dead letters with their reason.
+// message are dead letters with their reason; poll mode frames alike.
 func TestNativePayloadProtobufEndToEnd(t *testing.T) {
 	t.Parallel()
 	reg := testregistry.Start()
@@ -311,6 +311,33 @@ func TestNativePayloadProtobufEndToEnd(t *testing.T) {
 		t.Errorf("%d fetches of a latest version, want 1 for 5 events", c)
 	}
 	n.relay.stop(15 * time.Second)
+
+	// Poll mode publishes the rows the stream left unmarked again, through its
+	// own cache (one more fetch), framed byte for byte alike.
+	stream := map[string][]byte{}
+	for _, id := range []string{placed, cancelled, pre} {
+		stream[id] = recs[id].Value
+	}
+	poller := startProc(t, "poller", append(n.env, "WALRELAY_MODE=poll", "WALRELAY_ON_PUBLISH=mark"), "run")
+	if !n.consumer.WaitFor(time.Minute, func() bool {
+		for id := range stream {
+			if n.consumer.Count(id) < 2 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the poller did not publish the rows again")
+	}
+	for _, rec := range n.consumer.Records {
+		if want, ok := stream[testenv.Header(rec, "id")]; ok && !bytes.Equal(rec.Value, want) {
+			t.Errorf("event %s: % x from one publisher, % x from the stream", testenv.Header(rec, "id"), rec.Value, want)
+		}
+	}
+	if c := reg.Calls("GET /subjects/{subject}/versions/latest"); c != 2 {
+		t.Errorf("%d fetches of a latest version, want 2: the stream's and the poller's", c)
+	}
+	poller.stop(15 * time.Second)
 }
 
 // native-payload's settings are checked at start, exit 2, naming what to set.
