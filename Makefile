@@ -142,6 +142,7 @@ fuzz: setup
 	$(GO) test -run XXX -fuzz FuzzExpandJSON -fuzztime 60s ./record
 	$(GO) test -run XXX -fuzz FuzzProtobufExpanded -fuzztime 60s ./record
 	$(GO) test -run XXX -fuzz FuzzAvroValue -fuzztime 60s ./record
+	$(GO) test -run XXX -fuzz FuzzNativePayload -fuzztime 60s ./record
 
 # chaos: the long fault run (SIGKILLs, a PostgreSQL restart, a broker outage, a
 # terminated walsender under 5,000 events/s); soak: 1,000,000 rows and 1 GB in one

@@ -37,6 +37,9 @@ type Format struct {
 	// Schemas holds the schema registry ids the registry converters (Avro,
 	// Protobuf, JSON Schema) write; they need it. Copies of a Format share it.
 	Schemas *Schemas
+	// Native: the bytea payload already holds the value converter's encoding,
+	// which is framed rather than encoded (native.go).
+	Native NativePayload
 }
 
 // Validate checks the converters; schemas need the JSON converter.
@@ -58,6 +61,9 @@ func (f Format) Validate() error {
 			errs = append(errs, errors.New(c.side+"-converter-schemas-enable needs "+c.side+"-converter json; "+
 				"set "+c.side+"-converter: json or leave "+c.side+"-converter-schemas-enable false"))
 		}
+	}
+	if err := f.Native.validate(&f); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -100,6 +106,9 @@ func (f *Format) Value(e *outbox.Event) (value []byte, tombstone bool) {
 	if f.ValueConverter.Registered() {
 		if e.NullPayload && len(e.Envelope) == 0 {
 			return nil, true // Confluent's serializers write a null value as null
+		}
+		if f.Native.Enabled {
+			return f.nativeValue(e), false
 		}
 		return f.framed(make([]byte, 0, len(e.Payload)+len(e.Payload)/4+16), f.ValueConverter, true, e), false
 	}

@@ -92,6 +92,12 @@ type SchemaNeed struct {
 	Type    string // SchemaAvro, SchemaProtobuf or SchemaJSONSchema
 	Schema  string
 	Value   bool // the value's schema, not the key's
+	// Native: the schema a native payload was written with, fetched from the
+	// registry (NativeRegistry) rather than registered; Schema is then where it is
+	// found, the subject or # and its id. ID, when set, is its id, and Subject is
+	// empty.
+	Native bool
+	ID     int32
 }
 
 // Schemas holds the registry ids the converters write, by subject and schema text.
@@ -107,6 +113,8 @@ type Schemas struct {
 
 	mu  sync.RWMutex
 	ids map[schemaKey]int32
+	// natives are native payloads' schemas by subject, or # and an id.
+	natives map[string]*nativeSchema
 	// expansion is the last payload expanded and what it became (expandedOnce).
 	expansion atomic.Pointer[expansion]
 	// misses counts ids asked for while not cached: a Value written before its
@@ -122,6 +130,15 @@ func (s *Schemas) ID(subject, schema string) (int32, bool) {
 	id, ok := s.ids[schemaKey{subject, schema}]
 	s.mu.RUnlock()
 	return id, ok
+}
+
+// Cached reports whether need's id (or native schema) is cached.
+func (s *Schemas) Cached(need SchemaNeed) bool {
+	if need.Native {
+		return s.native([]byte(need.Schema)) != nil
+	}
+	_, ok := s.ID(need.Subject, need.Schema)
+	return ok
 }
 
 // Store caches the id of schema under subject.
@@ -168,6 +185,13 @@ func (f *Format) Needs(e *outbox.Event, dst []SchemaNeed) ([]SchemaNeed, error) 
 		}
 		if f.Schemas == nil {
 			return dst, ErrNoSchemas
+		}
+		if value && f.Native.Enabled {
+			var err error
+			if dst, err = f.nativeNeeds(e, dst); err != nil {
+				return dst, err
+			}
+			continue
 		}
 		var text, name string
 		if c == Avro && value { // the payload expanded once for the check and the schema

@@ -106,7 +106,7 @@ func (s resolvingSink) resolveAll(needs []record.SchemaNeed) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, n := range needs {
-		if _, ok := s.r.f.Schemas.ID(n.Subject, n.Schema); ok {
+		if s.r.f.Schemas.Cached(n) {
 			continue
 		}
 		if err := s.r.resolve(ctx, n); err != nil {

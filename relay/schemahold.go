@@ -82,11 +82,18 @@ const exactlyOnceMaxHold = 45 * time.Second
 // resolve asks the registry for need's id and caches it. A *record.RefusedError
 // is the registry's refusal; any other error means it did not answer.
 func (r *schemaResolver) resolve(ctx context.Context, need record.SchemaNeed) error {
-	id, err := r.reg.Resolve(ctx, need)
+	var err error
+	if need.Native {
+		err = r.fetchNative(ctx, need)
+	} else {
+		var id int32
+		if id, err = r.reg.Resolve(ctx, need); err == nil {
+			r.f.Schemas.Store(need.Subject, need.Schema, id)
+		}
+	}
 	var refused *record.RefusedError
 	switch {
 	case err == nil:
-		r.f.Schemas.Store(need.Subject, need.Schema, id)
 	case errors.As(err, &refused):
 	default:
 		if ctx.Err() != nil {
@@ -112,6 +119,20 @@ func (r *schemaResolver) resolve(ctx context.Context, need record.SchemaNeed) er
 	}
 	r.up.Set(1)
 	return err
+}
+
+// fetchNative fetches and caches the schema a native payload was written with
+// (record.NativePayload); a schema that cannot serve is a refusal.
+func (r *schemaResolver) fetchNative(ctx context.Context, need record.SchemaNeed) error {
+	nr, ok := r.reg.(record.NativeRegistry)
+	if !ok {
+		return &record.RefusedError{Subject: need.Subject, Message: "this registry client cannot fetch schemas for native payloads"}
+	}
+	fs, err := nr.Fetch(ctx, need)
+	if err != nil {
+		return err
+	}
+	return r.f.Schemas.StoreNative(need, fs)
 }
 
 // eventError makes a refusal or an event the converters cannot write an event

@@ -110,3 +110,39 @@ func classify(subject string, err error, notFound bool) error {
 	}
 	return fmt.Errorf("schema registry, subject %s: %w", subject, err)
 }
+
+// Fetch gives the schema a native payload was written with: the latest version
+// of need.Subject, or the schema with id need.ID. The registry not having it
+// (404) is a *record.RefusedError; anything else is the registry not answering.
+func (c *Client) Fetch(ctx context.Context, need record.SchemaNeed) (record.FetchedSchema, error) {
+	var s sr.Schema
+	var id int
+	var err error
+	where := need.Subject
+	if need.ID > 0 {
+		where = fmt.Sprintf("schema id %d", need.ID)
+		id = int(need.ID)
+		s, err = c.cl.SchemaByID(ctx, id)
+	} else {
+		var ss sr.SubjectSchema
+		ss, err = c.cl.SchemaByVersion(ctx, need.Subject, -1)
+		s, id = ss.Schema, ss.ID
+	}
+	if err != nil {
+		var re *sr.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+			err = &record.RefusedError{Subject: where, Status: re.StatusCode, Message: re.Error() +
+				" (a native payload's schema is fetched, never registered: register it, or correct native-payload-subject or the id column)"}
+			return record.FetchedSchema{}, redact.Error(err, c.cfg.URLs...)
+		}
+		return record.FetchedSchema{}, redact.Error(fmt.Errorf("schema registry, %s: %w", where, err), c.cfg.URLs...)
+	}
+	t := record.SchemaAvro
+	switch s.Type {
+	case sr.TypeProtobuf:
+		t = record.SchemaProtobuf
+	case sr.TypeJSON:
+		t = record.SchemaJSONSchema
+	}
+	return record.FetchedSchema{ID: int32(id), Type: t, Text: s.Schema, References: len(s.References)}, nil
+}

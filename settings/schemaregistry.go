@@ -43,7 +43,19 @@ func (s *Settings) setupRegistry(cfg *relay.Config) error {
 		errs = append(errs, fmt.Errorf("key-subject-name-strategy %s needs a key schema with a record name, and the key is "+
 			"the aggregate id, a string; set key-subject-name-strategy topic", s.keyStrategy))
 	}
-	if value && s.valueStrategy != record.TopicName && f.ValueConverter != record.Protobuf {
+	if value && f.Native.Enabled {
+		if s.valueStrategy != record.TopicName {
+			errs = append(errs, errors.New("value-subject-name-strategy names subjects of schemas walrelay registers; "+
+				"native-payload fetches its schema through native-payload-subject: leave value-subject-name-strategy topic"))
+		}
+		for _, t := range cfg.OutboxTables() {
+			if len(t.Columns.Envelope) > 0 {
+				errs = append(errs, fmt.Errorf("native-payload writes the payload's own bytes, which hold no envelope columns "+
+					"(table %s sets column-envelope); leave column-envelope empty", t.Table))
+			}
+		}
+	}
+	if value && !f.Native.Enabled && s.valueStrategy != record.TopicName && f.ValueConverter != record.Protobuf {
 		for _, t := range cfg.OutboxTables() {
 			if len(t.Columns.Envelope) == 0 {
 				errs = append(errs, fmt.Errorf("value-subject-name-strategy %s needs a value schema with a record name, "+
@@ -52,7 +64,7 @@ func (s *Settings) setupRegistry(cfg *relay.Config) error {
 			}
 		}
 	}
-	if value {
+	if value && !f.Native.Enabled {
 		for _, t := range cfg.OutboxTables() {
 			if len(t.Columns.Envelope) > 0 && f.TopicPrefix == "" {
 				errs = append(errs, fmt.Errorf("column-envelope (table %s) with value-converter %s names the value's record "+

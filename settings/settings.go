@@ -243,6 +243,23 @@ func New() *Settings {
 		{name: "value-subject-name-strategy", usage: "subject of the value schema: topic (<topic>-value), record or topic-record; " +
 			"the record-based ones need a schema with a record name (column-envelope's struct)", def: "topic",
 			set: func(v string) error { return setStrategy(v, &s.valueStrategy) }},
+		{name: "native-payload", usage: "the bytea payload already holds value-converter's encoding (avro or protobuf), written by the " +
+			"service: walrelay checks it against the registry's schema and frames it, never re-encodes it; a payload already framed " +
+			"with that schema's id passes as it is", def: "false", kind: kindBool,
+			set: func(v string) error { return parseBool(v, &b.Format.Native.Enabled) }},
+		{name: "native-payload-framed", usage: "native-payload: whether the service frames payloads itself with a registry serializer: " +
+			"detect (a payload beginning with 0 and the schema's id, the rest well formed, passes as it is; one that reads both ways " +
+			"is a dead letter), never (frame every payload) or always (pass every payload as it is, a dead letter unless framed with " +
+			"the schema's id)", def: "detect",
+			set: func(v string) (err error) { b.Format.Native.Framed, err = record.ParseFraming(v); return err }},
+		str("native-payload-subject", "native-payload: the subject whose latest version is the payload's schema, a template with "+
+			"{topic}, {event_type} and {aggregate_type} (default {topic}-value)", &b.Format.Native.Subject),
+		str("native-payload-id-header", "native-payload: a header placed from a column (column-headers) that holds the schema's id; "+
+			"the schema is then the one with that id, and native-payload-subject is not used", &b.Format.Native.IDHeader),
+		str("native-payload-message", "native-payload with protobuf: the message's full name, a template with {event_type} and "+
+			"{aggregate_type} (default: the schema's first message)", &b.Format.Native.Message),
+		str("native-payload-message-header", "native-payload with protobuf: a header placed from a column (column-headers) that holds "+
+			"the message's full name; it wins over native-payload-message", &b.Format.Native.MessageHeader),
 		{name: "record-headers", usage: "walrelay's own record headers: walrelay (id, event_type, aggregate_type, aggregate_id, created_at) " +
 			"or debezium (id alone, as Debezium's outbox router); column-headers follow either", def: "walrelay",
 			set: func(v string) error { return setRecordHeaders(v, &b.Format.IDHeaderOnly) }},
