@@ -223,7 +223,13 @@ func (s *treeScanner) number() (*node, error) {
 			return nil, errNotExpandable
 		}
 	}
-	text := string(p[start:s.i])
+	return numberNode(string(p[start:s.i]), integer)
+}
+
+// numberNode is a JSON number as Jackson reads it: an integer as an int, a long,
+// then a BigInteger (kept as text, a double's schema); anything else a double,
+// which must be finite.
+func numberNode(text string, integer bool) (*node, error) {
 	if integer {
 		i, err := strconv.ParseInt(text, 10, 64)
 		switch {

@@ -3,9 +3,7 @@ package record
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -71,24 +69,7 @@ func decoderNode(d *json.Decoder) (*node, error) {
 	case nil:
 		return &node{kind: kBytes}, nil
 	case json.Number:
-		s := string(v)
-		if !strings.ContainsAny(s, ".eE") {
-			// Jackson's integer nodes: int, long, then BigInteger.
-			i, err := strconv.ParseInt(s, 10, 64)
-			switch {
-			case err != nil:
-				return &node{kind: kFloat64, big: true, text: s}, nil
-			case i >= math.MinInt32 && i <= math.MaxInt32:
-				return &node{kind: kInt32, text: s}, nil
-			default:
-				return &node{kind: kInt64, text: s}, nil
-			}
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsInf(f, 0) {
-			return nil, errNotExpandable
-		}
-		return &node{kind: kFloat64, f: f}, nil
+		return numberNode(string(v), !strings.ContainsAny(string(v), ".eE"))
 	}
 	return nil, errNotExpandable
 }
