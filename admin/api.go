@@ -3,7 +3,9 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -216,9 +218,8 @@ type deadLetterPage struct {
 // serveDeadLetters lists dead letters with their last error, oldest first, a page
 // at a time: ?offset=N&limit=M (limit 100 by default, at most 1000).
 func (a *relayAPI) serveDeadLetters(w http.ResponseWriter, req *http.Request) {
-	dl := deadLetters(a.r)
-	if dl == nil {
-		writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not checked its outbox tables yet; ask again shortly"})
+	dl, ok := deadLetters(w, a.r)
+	if !ok {
 		return
 	}
 	q := req.URL.Query()
@@ -251,16 +252,12 @@ type retryRequest struct {
 
 // serveRetry gives dead letters a fresh set of attempts, as `walrelay dlq retry` does.
 func (a *relayAPI) serveRetry(w http.ResponseWriter, req *http.Request) {
-	dl := deadLetters(a.r)
-	if dl == nil {
-		writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not checked its outbox tables yet; ask again shortly"})
+	dl, ok := deadLetters(w, a.r)
+	if !ok {
 		return
 	}
 	var body retryRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, adminError{`want a JSON body {"ids": ["..."]} or {"all": true}: ` + err.Error()})
+	if !decodeBody(w, req, 1<<20, &body, false, `want a JSON body {"ids": ["..."]} or {"all": true}`) {
 		return
 	}
 	if (len(body.IDs) == 0) == !body.All {
@@ -275,14 +272,28 @@ func (a *relayAPI) serveRetry(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int64{"reset": n})
 }
 
-// deadLetters are r's dead letters, once it has checked its outbox tables; nil
-// before.
-func deadLetters(r *relay.Relay) *ops.DeadLetters {
+// deadLetters are r's dead letters, once it has checked its outbox tables; before
+// that it answers 503 itself and reports false.
+func deadLetters(w http.ResponseWriter, r *relay.Relay) (*ops.DeadLetters, bool) {
 	stores := r.Stores()
 	if stores == nil {
-		return nil
+		writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not checked its outbox tables yet; ask again shortly"})
+		return nil, false
 	}
-	return ops.DeadLettersOf(stores)
+	return ops.DeadLettersOf(stores), true
+}
+
+// decodeBody reads a JSON request body of at most limit bytes into v, refusing
+// unknown fields; on a bad one it answers 400 itself, with want (the body's
+// expected shape) and the reason. An empty body is allowed only when emptyOK.
+func decodeBody(w http.ResponseWriter, req *http.Request, limit int64, v any, emptyOK bool, want string) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !(emptyOK && errors.Is(err, io.EOF)) {
+		writeJSON(w, http.StatusBadRequest, adminError{want + ": " + err.Error()})
+		return false
+	}
+	return true
 }
 
 // queryInt parses a query parameter within [lo, hi] (hi < 0: no upper bound),

@@ -1,9 +1,6 @@
 package admin
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -22,10 +19,7 @@ type pauseRequest struct {
 // default), and answers whether that changed anything.
 func (a *relayAPI) servePause(w http.ResponseWriter, req *http.Request) {
 	var body pauseRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 16<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
-		writeJSON(w, http.StatusBadRequest, adminError{`want no body or {"reason": "why the relay is paused"}: ` + err.Error()})
+	if !decodeBody(w, req, 16<<10, &body, true, `want no body or {"reason": "why the relay is paused"}`) {
 		return
 	}
 	reason := strings.TrimSpace(body.Reason)

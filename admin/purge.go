@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -24,16 +23,12 @@ type purgeRequest struct {
 
 // servePurge deletes dead letters by id, as `walrelay dlq purge --id` does.
 func (a *relayAPI) servePurge(w http.ResponseWriter, req *http.Request) {
-	dl := deadLetters(a.r)
-	if dl == nil {
-		writeJSON(w, http.StatusServiceUnavailable, adminError{"the relay has not checked its outbox tables yet; ask again shortly"})
+	dl, ok := deadLetters(w, a.r)
+	if !ok {
 		return
 	}
 	var body purgeRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		writeJSON(w, http.StatusBadRequest, adminError{`want a JSON body {"ids": ["..."], "confirm": <how many ids>}: ` + err.Error()})
+	if !decodeBody(w, req, 1<<20, &body, false, `want a JSON body {"ids": ["..."], "confirm": <how many ids>}`) {
 		return
 	}
 	ids := slices.Compact(slices.Sorted(slices.Values(body.IDs)))

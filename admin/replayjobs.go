@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -99,10 +98,7 @@ type replayRequest struct {
 func (a *relayAPI) serveReplay(ctx context.Context) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		var body replayRequest
-		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, 1<<20))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			writeJSON(w, http.StatusBadRequest, adminError{`want a JSON body of filters, e.g. {"since": "2h", "event_type": "order.created"}: ` + err.Error()})
+		if !decodeBody(w, req, 1<<20, &body, false, `want a JSON body of filters, e.g. {"since": "2h", "event_type": "order.created"}`) {
 			return
 		}
 		r, cfg := a.r, a.r.Config()
