@@ -133,22 +133,11 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r.metrics = m
-	if cfg.Delivery != ExactlyOnce {
-		// Exactly-once settles events only at its Kafka commit, after half a window
-		// or a status interval: a small window would hold it to a few per interval.
-		r.window.SlowStart(slowStartEvents)
-	}
 	if cfg.StartPaused {
 		r.PauseBecause("--start-paused")
 	}
 	return r, nil
 }
-
-// slowStartEvents is what the in-flight window admits before anything settles; it
-// then grows by one per settled event up to MaxInFlightEvents (replication.Window's
-// SlowStart). Ten 100-row transactions, about 1 MiB at the figures in
-// docs/performance.md, "Memory".
-const slowStartEvents = 1000
 
 // Run relays until ctx ends, reconnecting with capped backoff after failures that
 // retrying can fix (server restarts, terminated walsenders, network errors, a slot
