@@ -188,6 +188,12 @@ func clientOpts(cfg Config) ([]kgo.Opt, error) {
 		kgo.ProducerLinger(3 * time.Millisecond),
 		kgo.Dialer(dial),
 		comp,
+		// KIP-714's metrics push, to a broker that subscribes, compresses each push
+		// with franz-go's own lz4 writer, whose 4 MiB blocks cost 8 MiB of heap per
+		// push: the first one lands as a drain starts and set the heap's peak
+		// (docs/performance.md, "Memory"). The relay's /metrics carry its producer's
+		// figures instead.
+		kgo.DisableClientMetrics(),
 	}
 	opts = append(opts, bufferOpts(cfg.MaxBufferedEvents)...)
 	if cfg.MaxMessageBytes > 0 {
