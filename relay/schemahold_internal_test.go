@@ -23,10 +23,16 @@ import (
 type fakeRegistry struct {
 	down, refuse atomic.Bool
 	calls        atomic.Int64
+	// answer, when set, holds each call until it is closed: a registry slow to
+	// answer, so that a test can queue events behind one being resolved.
+	answer chan struct{}
 }
 
 func (f *fakeRegistry) Resolve(_ context.Context, need record.SchemaNeed) (int32, error) {
 	f.calls.Add(1)
+	if f.answer != nil {
+		<-f.answer
+	}
 	switch {
 	case f.down.Load():
 		return 0, errors.New("connection refused")
@@ -175,9 +181,11 @@ func TestResolvingSinkKeepsOrder(t *testing.T) {
 	rec.mu.Unlock()
 
 	reg.down.Store(true)
+	reg.answer = make(chan struct{}) // set before the resolving goroutine starts
 	bytea := &outbox.Event{ID: "3", AggregateID: "a", Payload: []byte("x"), PayloadType: "bytea"}
 	s.Publish(bytea, done)
-	s.Publish(text("4"), done) // cached, but behind 3
+	s.Publish(text("4"), done) // cached, but behind 3, which waits for the registry
+	close(reg.answer)
 	for range 2 {
 		if err := <-results; err == nil || sink.IsEventError(err) {
 			t.Fatalf("registry down: %v, want a broker-like error", err)
