@@ -173,7 +173,7 @@ func (e *env) startBroker(ctx context.Context, bin string) error {
 			return err
 		}
 		p, err := startProc("kfakeserver", filepath.Join(e.work, "kfakeserver.log"), w,
-			bin, "-port", fmt.Sprint(port), "-partitions", fmt.Sprint(e.opts.partitions))
+			bin, "-port", fmt.Sprint(port), "-partitions", fmt.Sprint(e.opts.partitions), "-produce-delay", e.opts.brokerDelay.String())
 		w.Close()
 		if err != nil {
 			r.Close()

@@ -69,6 +69,7 @@ type options struct {
 	consoleRounds   int
 	workers         int
 	partitions      int
+	brokerDelay     time.Duration
 	aggregates      int
 	payloadBytes    int
 	drainTimeout    time.Duration
@@ -103,6 +104,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.consoleRounds, "console-rounds", 2, "rounds of -console-idle steps, one without and one with the console each, the order alternating")
 	flag.IntVar(&o.workers, "workers", 8, "load generator connections")
 	flag.IntVar(&o.partitions, "partitions", 4, "partitions per topic")
+	flag.DurationVar(&o.brokerDelay, "broker-delay", 0, "kfake holds each produce request this long, one at a time: a broker that lags, so that the in-flight window stays full (0: none)")
 	flag.IntVar(&o.aggregates, "aggregates", 10_000, "distinct aggregate ids (record keys)")
 	flag.IntVar(&o.payloadBytes, "payload-bytes", 200, "approximate JSON payload size")
 	flag.DurationVar(&o.drainTimeout, "drain-timeout", 15*time.Minute, "give up on one drain after this long")
@@ -172,8 +174,8 @@ func parseFlags() (options, error) {
 		return o, errors.New("-workers, -partitions and -aggregates must be positive")
 	case o.payloadBytes < 40:
 		return o, errors.New("-payload-bytes must be at least 40")
-	case o.idle < 0 || o.consoleIdle < 0:
-		return o, errors.New("-idle and -console-idle must not be negative")
+	case o.idle < 0 || o.consoleIdle < 0 || o.brokerDelay < 0:
+		return o, errors.New("-idle, -console-idle and -broker-delay must not be negative")
 	case o.consoleRounds < 1:
 		return o, errors.New("-console-rounds must be positive")
 	case o.rateDuration <= 0 || o.drainTimeout <= 0:
@@ -218,7 +220,8 @@ func run(ctx context.Context, opts options) (err error) {
 	res := &results{Started: time.Now(), Settings: settingsInfo{
 		Quick: opts.quick, Events: opts.events, Repeats: opts.repeats, ModeEvents: opts.modeEvents, PgoutputEvents: opts.pgoutputEvents, ConverterEvents: opts.converterEvents,
 		Rates: opts.rates, RateSeconds: opts.rateDuration.Seconds(), Workers: opts.workers,
-		Partitions: opts.partitions, Aggregates: opts.aggregates, PayloadBytes: opts.payloadBytes,
+		Partitions: opts.partitions, BrokerDelayMS: float64(opts.brokerDelay) / float64(time.Millisecond),
+		Aggregates: opts.aggregates, PayloadBytes: opts.payloadBytes,
 		RowsPerTx: rowsPerTx, PostgreSQL: map[string]string{
 			"fsync": "off", "full_page_writes": "off", "synchronous_commit": "on", "wal_level": "logical",
 			"shared_buffers": "128MB", "max_wal_size": pgSettings["max_wal_size"], "autovacuum": "on",

@@ -55,6 +55,7 @@ type settingsInfo struct {
 	RateSeconds     float64           `json:"rate_seconds"`
 	Workers         int               `json:"load_workers"`
 	Partitions      int               `json:"partitions"`
+	BrokerDelayMS   float64           `json:"broker_produce_delay_ms,omitempty"`
 	Aggregates      int               `json:"aggregates"`
 	PayloadBytes    int               `json:"payload_bytes"`
 	RowsPerTx       int               `json:"rows_per_transaction"`
@@ -65,7 +66,7 @@ type settingsInfo struct {
 // defaults reports whether the sizes are the harness's defaults.
 func (s settingsInfo) defaults() bool {
 	return s.Events == 1_000_000 && s.Repeats == defaultRepeats && s.ModeEvents == 200_000 && s.PgoutputEvents == 500_000 && s.ConverterEvents == 200_000 && s.RateSeconds == 20 &&
-		joinInts(s.Rates) == defaultRates && s.Workers == 8 && s.Partitions == 4 &&
+		joinInts(s.Rates) == defaultRates && s.Workers == 8 && s.Partitions == 4 && s.BrokerDelayMS == 0 &&
 		s.Aggregates == 10_000 && s.PayloadBytes == 200
 }
 
@@ -137,8 +138,12 @@ func writeMarkdown(w io.Writer, r *results) {
 	fmt.Fprintf(w, "%d × %s, %s RAM, Linux %s, %s, PostgreSQL %s; everything on loopback.\n",
 		m.CPUs, m.CPUModel, bytesIEC(m.MemoryBytes), m.Kernel, m.Go, m.PostgreSQL)
 	fmt.Fprintf(w, "Other work kept the machine %.0f%% busy just before the run (load average %s).\n", m.BusyBefore*100, m.LoadAvg)
-	fmt.Fprintf(w, "Payload %d B JSON, %s aggregates, kfake broker (%d partitions) in its own process; relay: %s.\n\n",
-		r.Settings.PayloadBytes, commas(r.Settings.Aggregates), r.Settings.Partitions, r.Settings.Relay)
+	lag := ""
+	if d := r.Settings.BrokerDelayMS; d > 0 {
+		lag = fmt.Sprintf(", holding each produce request %g ms (-broker-delay)", d)
+	}
+	fmt.Fprintf(w, "Payload %d B JSON, %s aggregates, kfake broker (%d partitions) in its own process%s; relay: %s.\n\n",
+		r.Settings.PayloadBytes, commas(r.Settings.Aggregates), r.Settings.Partitions, lag, r.Settings.Relay)
 	writeGoals(w, r)
 	writeByLoad(w, r)
 

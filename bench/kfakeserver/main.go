@@ -10,13 +10,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func main() {
 	port := flag.Int("port", 0, "TCP port on 127.0.0.1 (0: a free one)")
 	partitions := flag.Int("partitions", 4, "partitions of auto-created topics")
+	produceDelay := flag.Duration("produce-delay", 0, "hold each produce request this long before handling it, one at a time: a broker that lags")
 	flag.Parse()
 
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(*partitions)}
@@ -27,6 +30,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kfakeserver: start kfake:", err)
 		os.Exit(1)
+	}
+	if *produceDelay > 0 {
+		c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			time.Sleep(*produceDelay)
+			return nil, nil, false
+		})
 	}
 	fmt.Println("listening", c.ListenAddrs()[0])
 
