@@ -19,23 +19,21 @@ import (
 // Outcome is one streamed event's result: Err nil when the broker acked it, or the
 // event error that hands it over. Bookkept is told once the bookkeeping committed
 // (nil), or could not be done (the error; the event then stays unsettled and the
-// stream delivers it again).
+// stream delivers it again). The bookkeeper queues a full window of them when a
+// backlog drains, so the fields are ordered to leave no padding (TestOutcomeSize).
 type Outcome struct {
 	Event *outbox.Event
 	Err   error
-	// Unpublishable marks a row that can never become an event (the decoder could
-	// not map it); it goes straight to the dead letters with Err as the reason.
-	Unpublishable bool
-	// NullID marks an unpublishable row whose id column is NULL: it is found by
-	// Version when set, else as a row of the transaction Xid.
-	NullID bool
 	// Version is the unpublishable row as the catch-up pass read it; zero for a
 	// streamed row.
 	Version RowVersion
-	// Covered marks an event an earlier exactly-once session committed to Kafka, or
-	// left out of it for the poller: its row is marked unless the poller has it.
-	Covered bool
 	LSN     pglogrepl.LSN // the commit LSN of the event's transaction, for logs
+	// Bookkept is a sink.Done, so that the relay's per-event state can take both
+	// verdicts, the broker's and the bookkeeping's, without a closure per event.
+	Bookkept sink.Done
+
+	firstMissed int64 // when the row was first not found, in Unix nanoseconds; 0: not yet
+
 	// Xid is the top-level xid of the transaction that inserted the row, as the
 	// stream names it, or with RowXid the row's xmin, as a catch-up pass on a standby
 	// read it; 0 for a row read from its table on the server the bookkeeping writes
@@ -44,12 +42,17 @@ type Outcome struct {
 	// RowXid marks an Xid that is a row's xmin, which a subtransaction may have
 	// written: its visibility is judged by a rule that holds for those too.
 	RowXid bool
-	// Bookkept is a sink.Done, so that the relay's per-event state can take both
-	// verdicts, the broker's and the bookkeeping's, without a closure per event.
-	Bookkept sink.Done
+	// Unpublishable marks a row that can never become an event (the decoder could
+	// not map it); it goes straight to the dead letters with Err as the reason.
+	Unpublishable bool
+	// NullID marks an unpublishable row whose id column is NULL: it is found by
+	// Version when set, else as a row of the transaction Xid.
+	NullID bool
+	// Covered marks an event an earlier exactly-once session committed to Kafka, or
+	// left out of it for the poller: its row is marked unless the poller has it.
+	Covered bool
 
-	firstMissed time.Time // when the row was first not found
-	visible     bool      // its transaction was seen finished before the last attempt
+	visible bool // its transaction was seen finished before the last attempt
 }
 
 // A row the stream delivered may not be visible yet: logical decoding sends a
@@ -358,13 +361,14 @@ func (b *Bookkeeper) seeVisible(ctx context.Context, unfound []Outcome) {
 	var rowXids []bool
 	for i := range unfound {
 		o := &unfound[i]
-		if o.firstMissed.IsZero() {
-			o.firstMissed = time.Now()
-		} else if time.Since(o.firstMissed) > invisibleFor {
+		now := time.Now()
+		if o.firstMissed == 0 {
+			o.firstMissed = now.UnixNano()
+		} else if since := time.Unix(0, o.firstMissed); now.Sub(since) > invisibleFor {
 			b.log.Warn("row of a committed transaction still not visible to other sessions (waiting for a synchronous "+
 				"standby?); its LSN is not confirmed until the row is written", "event_id", o.Event.ID, "table", o.Event.Table,
-				"lsn", o.LSN.String(), "since", o.firstMissed.UTC().Format(time.RFC3339))
-			o.firstMissed = time.Now() // warn again after as long
+				"lsn", o.LSN.String(), "since", since.UTC().Format(time.RFC3339))
+			o.firstMissed = now.UnixNano() // warn again after as long
 		}
 		if o.Xid == 0 {
 			o.visible = true

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -188,4 +189,12 @@ func runBookkeeper(t *testing.T, dbURL string) *poller.Bookkeeper {
 	go func() { _ = bk.Run(ctx); close(done) }()
 	t.Cleanup(func() { stop(); <-done; pool.Close() })
 	return bk
+}
+
+// TestOutcomeSize keeps an outcome free of padding: a catch-up pass, or a stream in
+// mark or delete mode, queues a full window of them while a backlog drains.
+func TestOutcomeSize(t *testing.T) {
+	if n := unsafe.Sizeof(poller.Outcome{}); n > 96 {
+		t.Errorf("an outcome is %d bytes, want at most 96", n)
+	}
 }

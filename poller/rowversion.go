@@ -6,7 +6,7 @@ package poller
 // gone, by a row another transaction writes (or this one, once that row is deleted,
 // which an outbox row a pass reads is not).
 type RowVersion struct {
-	Table    uint32 // tableoid: a partitioned table's positions repeat across its partitions
 	Position string // ctid
+	Table    uint32 // tableoid: a partitioned table's positions repeat across its partitions
 	Xmin     uint32
 }
