@@ -172,6 +172,10 @@ type Config struct {
 	// tracing, at no cost. The relay uses OpenTelemetry's API only; the program
 	// brings the SDK and exporter.
 	TracerProvider trace.TracerProvider
+	// OnStream, when set, is called each time a session starts streaming: its slot
+	// prepared and any catch-up pass finished. The service uses it to give back the
+	// executable's pages that only the way there touched (docs/performance.md).
+	OnStream func()
 
 	// bookkeepingLag delays what the bookkeeping sees (poller.Lag): set by tests only.
 	bookkeepingLag poller.Lag

@@ -155,8 +155,11 @@ func TestCatchUpAndDowntime(t *testing.T) {
 	written = written[1:]
 
 	// A writer keeps committing while the slot is created and the catch-up runs.
+	// OnStream is told when each session streams, the pass over.
+	streams := make(chan struct{}, 2)
+	onStream := func(c *config) { c.OnStream = func() { streams <- struct{}{} } }
 	during := make(chan []outbox.Event)
-	rn := start(t, dbURL, broker, "catchup")
+	rn := start(t, dbURL, broker, "catchup", onStream)
 	go func() {
 		var evs []outbox.Event
 		for i := 0; i < 20; i++ {
@@ -172,12 +175,21 @@ func TestCatchUpAndDowntime(t *testing.T) {
 	if !rn.waitLog(10*time.Second, "catch-up pass done") {
 		t.Fatal("no catch-up log line")
 	}
+	waitStream := func(session string) {
+		select {
+		case <-streams:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: OnStream was not called", session)
+		}
+	}
+	waitStream("first session")
 	rn.stop()
 
 	for i := 0; i < 5; i++ {
 		written = append(written, testenv.WriteTx(t, conn, aggs, "while.down", 40, false)...)
 	}
-	start(t, dbURL, broker, "catchup")
+	start(t, dbURL, broker, "catchup", onStream)
+	waitStream("after restart")
 	if !consumer.WaitDistinct(time.Minute, len(written)) {
 		t.Fatalf("after restart: delivered %d distinct of %d events", consumer.Distinct(), len(written))
 	}

@@ -148,6 +148,9 @@ func (r *Relay) session(ctx context.Context, snk sink.Sink, bk *poller.Bookkeepe
 		OnStart: func() {
 			r.active.Store(true)
 			r.metrics.leader.Set(1)
+			if r.cfg.OnStream != nil {
+				r.cfg.OnStream()
+			}
 		},
 		OnConfirm: func(lsn pglogrepl.LSN) {
 			r.metrics.confirmedLSN.Set(float64(lsn))

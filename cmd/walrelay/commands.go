@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -66,6 +67,7 @@ func runCommand() *cobra.Command {
 				}
 				return err
 			}
+			cfg.OnStream = releaseAgain(logger)
 			r, err := relay.New(cfg)
 			if err != nil {
 				return err
@@ -112,6 +114,14 @@ func releaseStartPages(logger *slog.Logger) {
 	logger.Debug("start-up pages given back", "mapped_bytes", n)
 }
 
+// releaseAgain returns a relay.Config.OnStream that gives the executable's pages back
+// once more when the first session streams: connecting, preflight, slot creation and
+// a catch-up pass touched pages the stream does not use (docs/performance.md).
+func releaseAgain(logger *slog.Logger) func() {
+	var once sync.Once
+	return func() { once.Do(func() { releaseStartPages(logger) }) }
+}
+
 // runDatabases runs one relay per entry of the file's databases list (or the one
 // --database names) in this process, until ctx ends. Every entry is checked before
 // any connection is opened.
@@ -152,6 +162,10 @@ func runDatabases(ctx context.Context, s *settings.Settings, fs *pflag.FlagSet, 
 			return fmt.Errorf("database %s: %w", dbs[i].Name, err)
 		}
 		dbs[i].Config = cfg
+	}
+	again := releaseAgain(logger)
+	for i := range dbs {
+		dbs[i].Config.OnStream = again
 	}
 	g, err := relay.NewGroup(relay.GroupConfig{Logger: logger}, dbs)
 	if err != nil {
