@@ -152,7 +152,11 @@ func (f *inflight) Done(err error) {
 	switch {
 	case err == nil && !p.markAcks:
 		f.txn.Done(f.size, nil)
-		inflights.Put(f) // publish overwrites all of it; the pool lets go of it within two GC cycles
+		// Zeroed, as the sinks' pooled records are: the pool keeps it until the
+		// collection after next, and its event's bytes would keep the decoder's slab
+		// under them alive (TestSettledEventsKeepNoEventBytes).
+		*f = inflight{}
+		inflights.Put(f)
 	case err == nil || sink.IsEventError(err):
 		p.bk.Record(poller.Outcome{Event: &f.ev, Err: err, LSN: f.at.lsn, Xid: f.at.xid, RowXid: f.at.rowXid,
 			Bookkept: (*bookkept)(f)})
