@@ -182,7 +182,7 @@ func TestCatchUpAndDowntime(t *testing.T) {
 			t.Fatalf("%s: OnStream was not called", session)
 		}
 	}
-	waitStream("first session")
+	waitStream("first start")
 	rn.stop()
 
 	for i := 0; i < 5; i++ {

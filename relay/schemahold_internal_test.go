@@ -130,7 +130,7 @@ func TestSchemaHoldOutageAndExactlyOnceBound(t *testing.T) {
 	}
 	reg.down.Store(false)
 	if _, err := h.check(context.Background(), ev); !errors.As(err, &held) {
-		t.Fatalf("next session: %v, want Held", err)
+		t.Fatalf("after the hold ended: %v, want Held", err)
 	}
 	waitResumed(t, h)
 	if v, err := h.check(context.Background(), ev); v != nil || err != nil || h.r.down.Load() != nil || testCounter(t, h.r.up) != 1 {

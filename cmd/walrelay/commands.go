@@ -115,7 +115,7 @@ func releaseStartPages(logger *slog.Logger) {
 }
 
 // releaseAgain returns a relay.Config.OnStream that gives the executable's pages back
-// once more when the first session streams: connecting, preflight, slot creation and
+// once more when the relay first streams: connecting, preflight, slot creation and
 // a catch-up pass touched pages the stream does not use (docs/performance.md).
 func releaseAgain(logger *slog.Logger) func() {
 	var once sync.Once
