@@ -301,6 +301,18 @@ func quiesce(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
+// clearOutbox empties the outbox of the rows earlier drains published, before a new
+// slot is primed. The priming relay's catch-up pass would publish them all again
+// and mark each one, after the slot's start: the next drain's walsender would then
+// decode those marks before the backlog, and pg_recvlogical's, whose slot is created
+// after them, would not.
+func clearOutbox(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, "TRUNCATE outbox_events"); err != nil {
+		return fmt.Errorf("empty the outbox: %w", err)
+	}
+	return nil
+}
+
 // currentLSN returns pg_current_wal_lsn() as text and as a number.
 func currentLSN(ctx context.Context, conn *pgx.Conn) (string, int64, error) {
 	var s string

@@ -292,6 +292,9 @@ func run(ctx context.Context, opts options) (err error) {
 		if want("latency") {
 			latencyRun := mainRun
 			latencyRun.slot, latencyRun.topicTemplate = "bench_latency", "bench.prime.{aggregate_type}"
+			if err := clearOutbox(ctx, conn); err != nil {
+				return err
+			}
 			progress("[latency] creating slot %s: walrelay runs until it streams, then stops gracefully", latencyRun.slot)
 			if err := e.primeSlot(ctx, latencyRun); err != nil {
 				return err

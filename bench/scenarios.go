@@ -72,6 +72,10 @@ type drainPair struct {
 	Recv  recvResult  `json:"pg_recvlogical"`
 	Peer  *peerResult `json:"peer,omitempty"`
 	Ratio float64     `json:"ratio"` // relay events/s over pg_recvlogical's
+	// SlotLeadBytes is the WAL between the relay's slot's confirmed position and
+	// the backlog's start: what its walsender decodes before the rows and
+	// pg_recvlogical's, whose slot is created just before them, does not.
+	SlotLeadBytes int64 `json:"relay_slot_lead_bytes"`
 }
 
 // summary is min, median and max over the rounds.
@@ -133,6 +137,9 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 		r := run
 		r.slot = fmt.Sprintf("bench_drain%d", round)
 		r.topicTemplate = "bench.prime.{aggregate_type}"
+		if err := clearOutbox(ctx, conn); err != nil {
+			return sc, err
+		}
 		progress("[drain %d/%d] creating slot %s: walrelay runs until it streams, then stops gracefully", round, e.opts.repeats, r.slot)
 		if err := e.primeSlot(ctx, r); err != nil {
 			return sc, err
@@ -147,6 +154,10 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 			}
 		}
 		wal0, err := walPosition(ctx, conn)
+		if err != nil {
+			return sc, err
+		}
+		slotAt, err := slotConfirmed(ctx, conn, r.slot)
 		if err != nil {
 			return sc, err
 		}
@@ -168,6 +179,13 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 		wal1, err := walPosition(ctx, conn)
 		if err != nil {
 			return sc, err
+		}
+		// Both drains must decode the same WAL: a relay's slot that starts well before
+		// the backlog measures its walsender's extra decoding, not the relay.
+		lead := wal0 - slotAt
+		if lead > (wal1-wal0)/20 {
+			return sc, fmt.Errorf("slot %s starts %s before the backlog, more than 5%% of the backlog's %s of WAL: the drains would not decode the same WAL",
+				r.slot, bytesIEC(lead), bytesIEC(wal1-wal0))
 		}
 		if err := quiesce(ctx, conn); err != nil {
 			return sc, err
@@ -213,7 +231,7 @@ func (e *env) runDrain(ctx context.Context, conn *pgx.Conn, run relayRun, seq *i
 		if err := second(); err != nil {
 			return sc, err
 		}
-		pair := drainPair{Round: round, Relay: rel, Recv: rec, Ratio: rel.EventsPerSec / rec.EventsPerSec}
+		pair := drainPair{Round: round, Relay: rel, Recv: rec, Ratio: rel.EventsPerSec / rec.EventsPerSec, SlotLeadBytes: lead}
 		progress("[drain %d/%d] pg_recvlogical: %s in %.2fs; walrelay/pg_recvlogical = %.2f",
 			round, e.opts.repeats, rate(n, secs(rec.Seconds)), rec.Seconds, pair.Ratio)
 

@@ -48,11 +48,9 @@ func walPosition(ctx context.Context, conn *pgx.Conn) (int64, error) {
 func waitConfirmedPast(ctx context.Context, conn *pgx.Conn, slot string, lsn int64, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		var confirmed int64
-		err := conn.QueryRow(ctx, `SELECT COALESCE(pg_wal_lsn_diff(confirmed_flush_lsn, '0/0'), 0)::bigint
-			FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&confirmed)
+		confirmed, err := slotConfirmed(ctx, conn, slot)
 		if err != nil {
-			return fmt.Errorf("read confirmed lsn of slot %s: %w", slot, err)
+			return err
 		}
 		if confirmed > lsn {
 			return nil
@@ -64,6 +62,17 @@ func waitConfirmedPast(ctx context.Context, conn *pgx.Conn, slot string, lsn int
 			return err
 		}
 	}
+}
+
+// slotConfirmed returns slot's confirmed_flush_lsn as a number (0: none yet).
+func slotConfirmed(ctx context.Context, conn *pgx.Conn, slot string) (int64, error) {
+	var confirmed int64
+	err := conn.QueryRow(ctx, `SELECT COALESCE(pg_wal_lsn_diff(confirmed_flush_lsn, '0/0'), 0)::bigint
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&confirmed)
+	if err != nil {
+		return 0, fmt.Errorf("read confirmed lsn of slot %s: %w", slot, err)
+	}
+	return confirmed, nil
 }
 
 // measureRemoval waits up to wait for the outbox table to hold no rows and returns
