@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,8 +10,10 @@ import (
 )
 
 // `make build`'s binary says the commit it was built from, also where GOFLAGS holds
-// -buildvcs=false and the toolchain stamps nothing (README, "Install").
-func TestMakeBuildStampsTheRevision(t *testing.T) {
+// -buildvcs=false and the toolchain stamps nothing (README, "Install"), and it is
+// static, as the image's is: no loader and no C library, whose pages the relay's
+// resident set would carry (docs/performance.md, "Memory").
+func TestMakeBuild(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +37,20 @@ func TestMakeBuildStampsTheRevision(t *testing.T) {
 	}
 	want := "(revision " + strings.TrimSpace(string(head))
 	if !strings.Contains(string(got), want) || strings.Contains(string(got), "(devel)") {
-		t.Fatalf("walrelay version printed %q; want a version and %q)", strings.TrimSpace(string(got)), want)
+		t.Errorf("walrelay version printed %q; want a version and %q)", strings.TrimSpace(string(got)), want)
+	}
+
+	f, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("make build's binary names a program interpreter: it is dynamically linked, want static (CGO_ENABLED=0)")
+		}
+	}
+	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
+		t.Errorf("make build's binary needs shared libraries %v (%v), want none", libs, err)
 	}
 }
